@@ -1,0 +1,23 @@
+"""A local, faithful server of the signing service's API v1 with synthetic data.
+
+Public surface: `SandboxConfig` to describe an instance, `RunningSandbox` to serve one on
+loopback, `Store` for its data, and `signature` to check webhook deliveries.
+"""
+
+from ._model import WEBHOOK_EVENTS
+from ._server import RunningSandbox, bind, serve_forever
+from ._simulation import Behaviour
+from ._store import PLAN_REQUESTS_PER_MINUTE, SandboxConfig, Store
+from ._webhooks import signature
+
+__all__ = [
+    "PLAN_REQUESTS_PER_MINUTE",
+    "WEBHOOK_EVENTS",
+    "Behaviour",
+    "RunningSandbox",
+    "SandboxConfig",
+    "Store",
+    "bind",
+    "serve_forever",
+    "signature",
+]

@@ -1,0 +1,137 @@
+"""Webhook deliveries, made for real over HTTP as the reference's Events part describes.
+
+Each matching event is POSTed to every active subscription with the four `X-Service-*` headers
+and an HMAC-SHA256 signature over `<timestamp>.<raw body>`. A time-out, a network failure,
+HTTP 5xx, 408 or 429 is retried up to 5 times with a doubling delay and the same delivery id;
+410 Gone deactivates the subscription.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+import httpx
+import orjson
+
+from ._model import iso
+from ._store import StepEvent, Store
+
+MAX_RETRIES = 5
+RETRYABLE_STATUS = frozenset({408, 429})
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    """The `X-Service-Signature` value for one delivery."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return f"sha256={mac.hexdigest()}"
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One POST made, kept so the sandbox can show what it delivered."""
+
+    delivery_id: str
+    webhook_id: str
+    event: str
+    number: int
+    outcome: str
+
+
+class WebhookDispatcher:
+    """Turns store events into deliveries on the server's event loop."""
+
+    def __init__(self, store: Store, *, concurrency: int = 16) -> None:
+        self._store = store
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.attempts: list[Attempt] = []
+        store.listeners.append(self.on_event)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._client = httpx.AsyncClient(timeout=self._store.config.webhook_timeout_s)
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._client is not None:
+            await self._client.aclose()
+
+    def on_event(self, event: StepEvent) -> None:
+        """Called under the store lock from whatever thread changed the data."""
+        if self._loop is None:
+            return
+        hooks = [h for h in self._store.webhooks.values() if h.is_active and h.event == event.event]
+        if not hooks:
+            return
+        payload = {
+            "event": event.event,
+            "workspace_id": self._store.workspace.id,
+            "occurred_at": iso(event.at_ms),
+            "shipment": event.shipment.to_json() if event.shipment else None,
+            "recipient": event.recipient.to_json() if event.recipient else None,
+        }
+        if event.contact is not None:
+            payload["contact"] = event.contact.to_json()
+        body = orjson.dumps(payload)
+        for hook in hooks:
+            delivery_id = f"dlv_{secrets.token_hex(10)}"
+            self._loop.call_soon_threadsafe(self._spawn, hook.id, event.event, body, delivery_id)
+
+    def _spawn(self, hook_id: str, event: str, body: bytes, delivery_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._deliver(hook_id, event, body, delivery_id)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, hook_id: str, event: str, body: bytes, delivery_id: str) -> None:
+        assert self._client is not None
+        delay = self._store.config.webhook_retry_base_s
+        for number in range(1 + MAX_RETRIES):
+            hook = self._store.webhooks.get(hook_id)
+            if hook is None or not hook.is_active:
+                return
+            timestamp = str(self._store.clock.now_ms() // 1000)
+            headers = {
+                "Content-Type": "application/json",
+                "X-Service-Event": event,
+                "X-Service-Delivery": delivery_id,
+                "X-Service-Timestamp": timestamp,
+            }
+            if hook.secret:
+                headers["X-Service-Signature"] = signature(hook.secret, timestamp, body)
+            retry = False
+            async with self._slots:
+                try:
+                    response = await self._client.post(
+                        hook.target_url, content=body, headers=headers
+                    )
+                    status: int | None = response.status_code
+                    outcome = str(status)
+                except httpx.TimeoutException:
+                    status, outcome = None, "timeout"
+                except httpx.TransportError as error:
+                    status, outcome = None, f"network error: {type(error).__name__}"
+            self.attempts.append(Attempt(delivery_id, hook_id, event, number, outcome))
+            with self._store.lock:
+                if status is not None and 200 <= status < 300:
+                    hook.delivery_count += 1
+                    hook.last_delivered_at = self._store.clock.now_ms()
+                    return
+                hook.failure_count += 1
+                hook.last_error = outcome if status is None else f"HTTP {status}"
+                if status == 410:
+                    hook.is_active = False
+                    return
+                retry = status is None or status >= 500 or status in RETRYABLE_STATUS
+            if not retry or number == MAX_RETRIES:
+                return
+            await asyncio.sleep(delay)
+            delay *= 2

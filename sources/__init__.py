@@ -1,0 +1,1 @@
+"""dlt sources of the signing service (one folder per source)."""
