@@ -1,0 +1,1 @@
+"""Benchmarks run by hand (not timed tests): they print figures for the closing notes."""

@@ -1,0 +1,113 @@
+"""The sandbox's clock: advancing it applies that period's activity, and activity can run in
+the background while a client pages."""
+
+from __future__ import annotations
+
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+from sandbox._model import iso
+from tests.conftest import START_MS, SandboxFactory, client_for
+
+
+def test_date_header_and_state_follow_the_sandbox_clock(make_sandbox: SandboxFactory) -> None:
+    running = make_sandbox(limits_enabled=False)
+    with client_for(running) as client:
+        before = parsedate_to_datetime(client.get("/me").headers["Date"])
+        assert abs(before.timestamp() * 1000 - START_MS) < 60_000
+        moved = httpx.post(f"{running.root_url}/_sandbox/advance", json={"days": 3}).json()
+        after = parsedate_to_datetime(client.get("/me").headers["Date"])
+    assert 3 * 86_400 <= (after - before).total_seconds() < 3 * 86_400 + 60
+    assert moved["new_shipments"] > 0
+    assert moved["steps"] > 0
+
+
+def test_advance_changes_exactly_what_updated_since_then_returns(
+    make_sandbox: SandboxFactory,
+) -> None:
+    running = make_sandbox(limits_enabled=False, shipments=600)
+    store = running.store
+    with client_for(running) as client:
+        cursor = store.clock.now_ms()
+        before = {s.id: s.to_json() for s in store.shipments.by_id.values()}
+        httpx.post(f"{running.root_url}/_sandbox/advance", json={"hours": 36})
+        changed = _all(client, "/shipments", since=cursor)
+    after = {s.id: s.to_json() for s in store.shipments.by_id.values()}
+    truly_changed = {i for i, body in after.items() if before.get(i) != body}
+    assert truly_changed
+    new = set(after) - set(before)
+    assert new
+    assert {s["id"] for s in changed} == truly_changed
+    assert new <= truly_changed
+
+
+def test_advance_moves_shipments_through_the_funnel(make_sandbox: SandboxFactory) -> None:
+    running = make_sandbox(limits_enabled=False, shipments=300)
+    store = running.store
+    httpx.post(f"{running.root_url}/_sandbox/advance", json={"days": 60})
+    fresh = [s for s in store.shipments.by_id.values() if s.created_at >= START_MS]
+    assert fresh
+    statuses = {s.status for s in fresh}
+    assert {"completed", "expired"} <= statuses
+    assert any(r.signed_at for s in fresh for r in s.recipients)
+
+
+def test_background_activity_changes_records_while_a_client_pages(
+    make_sandbox: SandboxFactory,
+) -> None:
+    running = make_sandbox(limits_enabled=False, shipments=2_000)
+    store = running.store
+    start = store.clock.now_ms()
+    started = httpx.post(
+        f"{running.root_url}/_sandbox/activity", json={"speed": 3600, "touches_per_second": 400}
+    )
+    assert started.json() == {"running": True}
+    with client_for(running) as client:
+        seen = _all(client, "/contacts", since=None, pause=0.02)
+    httpx.post(f"{running.root_url}/_sandbox/activity", json={"running": False})
+    changed_during = [c for c in store.contacts.by_id.values() if c.updated_at > start]
+    assert changed_during, "activity changed contacts while the client paged"
+    assert seen
+    state = httpx.get(f"{running.root_url}/_sandbox/state").json()
+    assert state["activity_running"] is False
+
+
+def test_bulk_touch_gives_records_one_shared_timestamp(make_sandbox: SandboxFactory) -> None:
+    running = make_sandbox(limits_enabled=False, shipments=2_000)
+    result = httpx.post(
+        f"{running.root_url}/_sandbox/touch", json={"entity": "contacts", "count": 300}
+    ).json()
+    assert result["touched"] == 300
+    with client_for(running) as client:
+        newest = client.get(
+            "/contacts", params={"limit": 1, "offset": len(running.store.contacts) - 1}
+        ).json()["data"][0]
+        shared = _all(client, "/contacts", since=_ms(newest["updated_at"]))
+    assert len(shared) == 300
+    assert {c["updated_at"] for c in shared} == {newest["updated_at"]}
+
+
+def _ms(text: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _all(
+    client: httpx.Client, path: str, since: int | None, pause: float = 0.0
+) -> list[dict[str, object]]:
+    import time
+
+    params: dict[str, str] = {"include_archived": "true"} if path == "/shipments" else {}
+    if since is not None:
+        params["updated_since"] = iso(since) or ""
+    items: list[dict[str, object]] = []
+    offset = 0
+    while True:
+        body = client.get(path, params={**params, "limit": 200, "offset": offset}).json()
+        items.extend(body["data"])
+        offset += len(body["data"])
+        if not body["data"] or offset >= body["total"]:
+            return items
+        time.sleep(pause)
