@@ -35,6 +35,7 @@ from ._webhooks import WebhookDispatcher
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_INT64 = 2**63 - 1
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -52,7 +53,12 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int | 
         return default
     if not re.fullmatch(r"[+-]?\d+", raw.strip()):
         raise SandboxError(422, "invalid_request", f"{name} must be an integer")
-    value = int(raw)
+    try:
+        value = int(raw)
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+        value = MAX_INT64 + 1
+    if value > MAX_INT64:  # an answer can only echo a 64-bit integer
+        raise SandboxError(422, "invalid_request", f"{name} is out of range")
     if value < low or (high is not None and value > high):
         bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise SandboxError(422, "invalid_request", f"{name} must be {bounds}")
@@ -227,8 +233,10 @@ class Routes:
         _string_list(body, "contact_ids")
         _string_list(body, "group_ids")
         _string_map(body, "placeholders")
-        if not all(isinstance(r, dict) for r in body.get("recipients") or []):
-            raise SandboxError(422, "invalid_request", "recipients must be objects")
+        for recipient in body.get("recipients") or []:
+            if not isinstance(recipient, dict):
+                raise SandboxError(422, "invalid_request", "recipients must be objects")
+            _check_types(recipient, dict.fromkeys(("name", "email", "company"), (str,)))
         days = body.get("expires_in_days")
         if days is not None and not 1 <= days <= 365:
             raise SandboxError(422, "invalid_request", "expires_in_days must be 1 to 365")
@@ -273,10 +281,9 @@ class Routes:
     async def upsert_contact(self, request: Request) -> Response:
         _require(request, "write")
         body = await _json_body(request)
-        _check_types(body, dict.fromkeys(("email", "id"), (str,)))
+        _check_types(body, dict.fromkeys(("email", "id", "name"), (str,)))
         _check_types(
-            body,
-            {name: (str, type(None)) for name in ("name", "phone", "company", "position", "notes")},
+            body, {name: (str, type(None)) for name in ("phone", "company", "position", "notes")}
         )
         _string_map(body, "custom")
         _string_list(body, "group_ids")
@@ -332,7 +339,23 @@ class Routes:
         return json_response({"data": {"id": hook_id, "deleted": True}})
 
 
+# An absolute http(s) URI as RFC 3986 spells it: only its characters, `[]` only around an IP
+# literal, percent signs only in escapes. (`urlsplit` alone accepts spaces and drops tabs.)
+_CHARS = r"A-Za-z0-9\-._~!$&'()*+,;="
+_ESCAPE = r"%[0-9A-Fa-f]{2}"
+_URI = re.compile(
+    rf"[A-Za-z][A-Za-z0-9+.\-]*://"
+    rf"(?:(?:[{_CHARS}:]|{_ESCAPE})*@)?"
+    rf"(?:\[[0-9A-Fa-f:.]+\]|(?:[{_CHARS}]|{_ESCAPE})*)(?::[0-9]*)?"
+    rf"(?:/(?:[{_CHARS}:@/]|{_ESCAPE})*)?"
+    rf"(?:\?(?:[{_CHARS}:@/?]|{_ESCAPE})*)?"
+    rf"(?:#(?:[{_CHARS}:@/?]|{_ESCAPE})*)?"
+)
+
+
 def _acceptable_target(url: str) -> bool:
+    if not _URI.fullmatch(url):
+        return False
     try:
         parts = urlsplit(url)
         _ = parts.port
@@ -481,10 +504,10 @@ class Gateway:
         self, scope: Scope, receive: Receive, send: Send, verdict: Verdict | None, truncate: bool
     ) -> None:
         self.served += 1
-        started = False
+        started = finished = False
 
         async def stamped(message: Message) -> None:
-            nonlocal started
+            nonlocal started, finished
             if message["type"] == "http.response.start":
                 started = True
                 message = dict(message)
@@ -499,10 +522,16 @@ class Gateway:
                     "more_body": False,
                 }
             await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                finished = True
 
         try:
             await self.app(scope, receive, stamped)
         except Exception:
+            # Starlette's error middleware answers a crash itself and then re-raises it: the
+            # client already has its 500, so only a half-sent response is worth re-raising.
+            if finished:
+                return
             if started:
                 raise
             await self._reply(
@@ -595,6 +624,15 @@ class Admin:
             raise SandboxError(422, "invalid_request", f"unknown settings: {sorted(unknown)}")
         if body.get("order", "asc") not in ("asc", "desc"):
             raise SandboxError(422, "invalid_request", "order must be asc or desc")
+        if body.get("fault_retry_after", "seconds") not in (
+            "seconds",
+            "http-date",
+            "zero",
+            "mixed",
+        ):
+            raise SandboxError(422, "invalid_request", "fault_retry_after is not a known form")
+        for name, value in body.items():
+            _check_setting(name, value)
         with self.store.lock:
             for name, value in body.items():
                 setattr(config, name, value)
@@ -646,6 +684,24 @@ class Admin:
             carry += touches_per_second * tick
             self.store.jiggle(int(carry))
             carry -= int(carry)
+
+
+def _check_setting(name: str, value: Any) -> None:
+    """Refuse a setting value that would break the sandbox instead of changing it."""
+    if name in ("order", "fault_retry_after"):
+        return
+    if name == "limits_enabled":
+        if not isinstance(value, bool):
+            raise SandboxError(422, "invalid_request", "limits_enabled must be true or false")
+        return
+    if value is None and name in ("requests_per_minute", "daily_requests"):
+        return
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise SandboxError(422, "invalid_request", f"{name} must be a number of at least 0")
+    if name.startswith("fault_") and value > 1:
+        raise SandboxError(422, "invalid_request", f"{name} is a rate between 0 and 1")
+    if name in ("burst", "requests_per_second", "requests_per_minute") and value == 0:
+        raise SandboxError(422, "invalid_request", f"{name} must be above 0")
 
 
 def _iso_now(store: Store) -> str:
@@ -709,6 +765,9 @@ def create_app(store: Store) -> Starlette:
         assert isinstance(exc, SandboxError)
         return error_response(exc.status, exc.code, exc.message)
 
+    async def crashed(request: Request, exc: Exception) -> Response:
+        return error_response(500, "server_error", "internal error")
+
     async def daily_exhausted(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, DailyAllowanceExhausted)
         wait = max(1, exc.wait_ms // 1000)
@@ -737,6 +796,7 @@ def create_app(store: Store) -> Starlette:
     app = Starlette(
         routes=route_table,
         exception_handlers={
+            Exception: crashed,
             HTTPException: http_error,
             SandboxError: sandbox_error,
             DailyAllowanceExhausted: daily_exhausted,

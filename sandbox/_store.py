@@ -580,6 +580,7 @@ class Store:
         document = self.documents.by_id.get(str(body.get("document_id")))
         if document is None:
             raise SandboxError(404, "not_found", "document not found")
+        _check_field_values(document, body.get("field_values") or {})
         people = self._resolve_recipients(body)
         if not people:
             raise SandboxError(422, "invalid_request", "at least one recipient is required")
@@ -707,6 +708,31 @@ class Store:
     def delete_webhook(self, hook_id: str) -> None:
         if self.webhooks.pop(hook_id, None) is None:
             raise SandboxError(404, "not_found", f"webhook {hook_id!r} not found")
+
+
+def _check_field_values(document: Document, values: JSON) -> None:
+    """Pre-filled values must have the shape the filled-in content shows for their field type:
+    a string for text, `{variantId, extras}` for payment. Ids of no field are ignored."""
+    for fld in document.fields:
+        if fld.id not in values:
+            continue
+        value = values[fld.id]
+        if fld.type == "payment":
+            extras = value.get("extras") if isinstance(value, dict) else None
+            valid = (
+                isinstance(value, dict)
+                and isinstance(value.get("variantId"), str)
+                and isinstance(extras, dict)
+                and all(isinstance(v, str) for v in extras.values())
+            )
+            expected = "an object with variantId (string) and extras (strings)"
+        else:
+            valid = isinstance(value, str)
+            expected = "a string"
+        if not valid:
+            raise SandboxError(
+                422, "invalid_request", f"field_values[{fld.id!r}] must be {expected}"
+            )
 
 
 class DailyAllowanceExhausted(SandboxError):

@@ -111,7 +111,10 @@ class WebhookDispatcher:
             async with self._slots:
                 try:
                     response = await self._client.post(
-                        hook.target_url, content=body, headers=headers
+                        hook.target_url,
+                        content=body,
+                        headers=headers,
+                        timeout=self._store.config.webhook_timeout_s,  # may change at run time
                     )
                     status: int | None = response.status_code
                     outcome = str(status)
