@@ -1,15 +1,28 @@
-"""`signing-etl`: the command line. It parses options and calls scenario functions; the
-work itself lives in `sandbox` and the pipeline modules."""
+"""`signing-etl`: the command line. It parses options, calls the scenario functions of the
+pipeline and the sandbox, and turns their outcomes into output and exit codes; it holds no
+logic of its own."""
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
+from dlt.common.configuration.exceptions import ConfigFieldMissingException
+from dlt.pipeline.exceptions import PipelineStepFailed
+from rich.console import Console
+from rich.table import Table
 
+from pipelines import signing_pipeline as pipeline
 from sandbox import PLAN_REQUESTS_PER_MINUTE, SandboxConfig, Store, bind, serve_forever
+from sources.signing import RunStats, SigningAPIError
+
+EX_TEMPFAIL = 75  # stopped early on purpose; the next run continues (sysexits.h)
 
 app = typer.Typer(
     help="Load an electronic signing service into an analytics warehouse.",
@@ -17,11 +30,188 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+out = Console()
+err = Console(stderr=True)
 
 
 @app.callback()
 def main() -> None:
     """Load an electronic signing service into an analytics warehouse."""
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print a one-line reason on stderr and leave with `code`."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+@app.command()
+def load(
+    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = (
+        pipeline.DEFAULT_WAREHOUSE
+    ),
+    since: Annotated[
+        str | None, typer.Option(help="First run only: start at this ISO time, not the beginning.")
+    ] = None,
+    full_refresh: Annotated[
+        bool, typer.Option("--full-refresh", help="Drop the raw tables and state; reload all.")
+    ] = False,
+    resources: Annotated[
+        str | None,
+        typer.Option(help=f"Comma-separated subset of: {', '.join(pipeline.RESOURCES)}."),
+    ] = None,
+    max_requests: Annotated[
+        int | None, typer.Option(min=1, help="Stop cleanly after this many requests (exit 75).")
+    ] = None,
+    destination: Annotated[
+        str, typer.Option(help="Any dlt destination; its credentials come from dlt config.")
+    ] = "duckdb",
+    no_models: Annotated[bool, typer.Option("--no-models", help="Skip the dbt models.")] = False,
+) -> None:
+    """Run one incremental sync into the warehouse (then the models).
+
+    Exit 0: done. Exit 75: stopped early on purpose (daily limit or --max-requests); what was
+    fetched is loaded and the next run continues. Other non-zero: failed (reason on stderr).
+    """
+    if since is not None:
+        try:
+            datetime.fromisoformat(since.replace("Z", "+00:00"))
+        except ValueError:
+            raise fail(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)") from None
+    chosen = [r.strip() for r in resources.split(",") if r.strip()] if resources else None
+    stats = RunStats()
+    started = time.monotonic()
+    with Progress(stats):
+        try:
+            result = pipeline.load_incremental(
+                duckdb,
+                since=since,
+                full_refresh=full_refresh,
+                resources=chosen,
+                max_requests=max_requests,
+                destination=destination,
+                stats=stats,
+            )
+        except pipeline.AlreadyRunning as error:
+            raise fail(str(error)) from None
+        except ConfigFieldMissingException as error:
+            raise fail(_missing_config(error)) from None
+        except PipelineStepFailed as error:
+            raise fail(_reason(error)) from None
+        except (SigningAPIError, ValueError) as error:
+            raise fail(str(error)) from None
+    _summary(result, time.monotonic() - started)
+    if result.stopped:
+        err.print(f"[yellow]stopped early:[/] {result.stopped}", highlight=False)
+        raise typer.Exit(EX_TEMPFAIL)
+    if not no_models:
+        err.print("models: no dbt project yet, nothing to build", highlight=False)
+
+
+@app.command()
+def status(
+    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = (
+        pipeline.DEFAULT_WAREHOUSE
+    ),
+) -> None:
+    """Show the last run, the cursors and the row counts of a warehouse."""
+    try:
+        found = pipeline.status(duckdb)
+    except FileNotFoundError as error:
+        raise fail(str(error)) from None
+    except Exception as error:  # a locked or foreign file: say so in one line
+        raise fail(f"cannot read {duckdb}: {error}") from None
+    run = found.last_run
+    if run:
+        outcome = run["outcome"] + (f" ({run['stop_reason']})" if run.get("stop_reason") else "")
+        out.print(
+            f"Last run: {run['started_at']:%Y-%m-%d %H:%M:%S %Z}, {outcome}, "
+            f"{run['requests']} requests, {run['throttled']} 429s, "
+            f"{run['waited_seconds']:.1f} s waited for limits"
+        )
+    else:
+        out.print("Last run: none recorded")
+    cursors = Table("list", "next run reads changes since", title="Cursors")
+    for name, value in sorted(found.cursors.items()):
+        cursors.add_row(name, value + ("  (pass interrupted)" if name in found.interrupted else ""))
+    out.print(cursors)
+    counts = Table("table", "rows", title=f"raw.* in {duckdb}")
+    for table, count in found.row_counts.items():
+        counts.add_row(table, f"{count:,}")
+    out.print(counts)
+
+
+def _summary(result: pipeline.LoadResult, seconds: float) -> None:
+    stats = result.stats
+    table = Table("table", "rows loaded", title="Load summary")
+    for name, count in sorted(result.rows.items()):
+        table.add_row(name, f"{count:,}")
+    if not result.rows:
+        table.add_row("(nothing changed)", "0")
+    out.print(table)
+    out.print(
+        f"{stats.requests:,} requests, {stats.throttled} answered 429, {stats.retries} "
+        f"retried, {stats.waited_seconds:.1f} s waited for limits, {seconds:.1f} s in all"
+    )
+
+
+def _missing_config(error: ConfigFieldMissingException) -> str:
+    fields = ", ".join(error.fields)
+    return (
+        f"missing configuration: {fields}; set SOURCES__SIGNING__API_KEY and "
+        "SOURCES__SIGNING__BASE_URL (or .dlt/secrets.toml, .dlt/config.toml)"
+    )
+
+
+def _reason(error: PipelineStepFailed) -> str:
+    """The innermost known cause of a failed dlt step, in one line."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, SigningAPIError | ConfigFieldMissingException):
+            if isinstance(cause, ConfigFieldMissingException):
+                return _missing_config(cause)
+            return str(cause)
+        cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
+    first_line = str(error.exception).splitlines()[0] if str(error.exception) else ""
+    return f"the {error.step} step failed: {type(error.exception).__name__}: {first_line}"
+
+
+class Progress:
+    """Counts on one refreshing stderr line while a run works (plain lines when not a TTY)."""
+
+    def __init__(self, stats: RunStats) -> None:
+        self._stats = stats
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._tty = sys.stderr.isatty()
+
+    def __enter__(self) -> Progress:
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+        if self._tty:
+            sys.stderr.write("\r\033[K")
+
+    def _line(self) -> str:
+        stats = self._stats
+        rows = ", ".join(f"{t} {n:,}" for t, n in sorted(stats.rows.items())) or "starting"
+        return (
+            f"{time.monotonic() - self._started:5.0f} s  {stats.requests:,} requests, "
+            f"{stats.throttled} 429s | {rows}"
+        )
+
+    def _run(self) -> None:
+        every = 0.5 if self._tty else 15.0
+        while not self._done.wait(every):
+            if self._tty:
+                sys.stderr.write("\r\033[K" + self._line()[: os.get_terminal_size().columns - 1])
+            else:
+                sys.stderr.write(self._line() + "\n")
+            sys.stderr.flush()
 
 
 def _parse_start(value: str | None) -> int | None:
@@ -61,20 +251,19 @@ def sandbox(
     try:
         sock = bind("127.0.0.1", port)
     except OSError as error:
-        typer.echo(f"error: cannot listen on 127.0.0.1:{port}: {error.strerror}", err=True)
-        raise typer.Exit(1) from None
+        raise fail(f"cannot listen on 127.0.0.1:{port}: {error.strerror}") from None
     port = sock.getsockname()[1]
-    typer.echo(f"Generating {shipments:,} shipments (seed {seed})…", err=True)
+    err.print(f"Generating {shipments:,} shipments (seed {seed})…", highlight=False)
     store = Store(config)
     base_url = f"http://127.0.0.1:{port}/v1"
-    typer.echo(f"Sandbox of the signing API v1 at {base_url}")
-    typer.echo(f"API key: {store.main_key.secret}")
-    typer.echo("Point the pipeline at it with:")
-    typer.echo(f"  export SOURCES__SIGNING__BASE_URL={base_url}")
-    typer.echo(f"  export SOURCES__SIGNING__API_KEY={store.main_key.secret}")
+    print(f"Sandbox of the signing API v1 at {base_url}")
+    print(f"API key: {store.main_key.secret}")
+    print("Point the pipeline at it with:")
+    print(f"  export SOURCES__SIGNING__BASE_URL={base_url}")
+    print(f"  export SOURCES__SIGNING__API_KEY={store.main_key.secret}")
+    print(f"OpenAPI document: http://127.0.0.1:{port}/openapi.json; admin: /_sandbox/state")
     sys.stdout.flush()
-    typer.echo(f"OpenAPI document: http://127.0.0.1:{port}/openapi.json; admin: /_sandbox/state")
-    typer.echo("Ctrl-C stops it.", err=True)
+    err.print("Ctrl-C stops it.")
     serve_forever(store, sock)
 
 

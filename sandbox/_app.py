@@ -401,6 +401,9 @@ class Gateway:
             await self.app(scope, receive, send)
             return
         config = self.store.config
+        # The Date header is the clock when the request arrived, never later than the data the
+        # answer shows: a client that takes it as "read up to here" misses nothing.
+        scope.setdefault("state", {})["arrival_ms"] = self.store.clock.now_ms()
         client_ip = (scope.get("client") or ("", 0))[0]
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         token = _token(headers)
@@ -469,11 +472,11 @@ class Gateway:
         response.headers["Retry-After"] = str(wait_s)
         return response
 
-    def _limit_headers(self, verdict: Verdict | None) -> list[tuple[bytes, bytes]]:
+    def _limit_headers(self, verdict: Verdict | None, scope: Scope) -> list[tuple[bytes, bytes]]:
         config = self.store.config
         now = self.store.clock.now_ms()
         used = self.store.daily_shipments_used.get(now // DAY_MS, 0)
-        moment = datetime.fromtimestamp(now / 1000, UTC)
+        moment = datetime.fromtimestamp(scope["state"]["arrival_ms"] / 1000, UTC)
         pairs = [
             ("date", format_datetime(moment, usegmt=True)),
             ("x-daily-limit", str(config.daily_shipments)),
@@ -493,7 +496,7 @@ class Gateway:
         self, scope: Scope, send: Send, response: Response, verdict: Verdict | None
     ) -> None:
         self.served += 1
-        response.raw_headers.extend(self._limit_headers(verdict))
+        response.raw_headers.extend(self._limit_headers(verdict, scope))
 
         async def no_body() -> Message:
             return {"type": "http.request", "body": b"", "more_body": False}
@@ -514,7 +517,7 @@ class Gateway:
                 own = {k.lower() for k, _ in message["headers"]}
                 message["headers"] = [
                     (k, v) for k, v in message["headers"] if k.lower() != b"date"
-                ] + [(k, v) for k, v in self._limit_headers(verdict) if k not in own]
+                ] + [(k, v) for k, v in self._limit_headers(verdict, scope) if k not in own]
             elif message["type"] == "http.response.body" and truncate and message.get("body"):
                 message = {
                     **message,

@@ -155,12 +155,14 @@ class Index(Generic[R]):
 
     def touch(self, record: R, updated_at: int) -> None:
         """Move a record to its new `updated_at`; must be the only way it changes."""
-        if record.id in self.by_id:
-            self._keys.discard((record.updated_at, record.id))
-            record.updated_at = updated_at
-            self._keys.add((updated_at, record.id))
-        else:
-            record.updated_at = updated_at
+        self.move(record.id, record.updated_at, updated_at)
+        record.updated_at = updated_at
+
+    def move(self, record_id: str, old: int, new: int) -> None:
+        """Re-key a record held by several indexes: each needs the old key to find it."""
+        if record_id in self.by_id:
+            self._keys.discard((old, record_id))
+            self._keys.add((new, record_id))
 
     def page(self, since_ms: int | None, order: Order, offset: int, limit: int) -> Page:
         start = 0 if since_ms is None else self._keys.bisect_left((since_ms, ""))
@@ -357,8 +359,13 @@ class Store:
             return
         if shipment.archived_at is not None and not was_archived:
             self.unarchived_shipments.discard(shipment)
-        self.shipments.touch(shipment, max(shipment.updated_at, last_at))
-        self.unarchived_shipments.touch(shipment, shipment.updated_at)
+        self._move_shipment(shipment, max(shipment.updated_at, last_at))
+
+    def _move_shipment(self, shipment: Shipment, updated_at: int) -> None:
+        """Shipments sit in two indexes (all, and not archived); re-key both, then the record."""
+        self.shipments.move(shipment.id, shipment.updated_at, updated_at)
+        self.unarchived_shipments.move(shipment.id, shipment.updated_at, updated_at)
+        shipment.updated_at = updated_at
 
     def _emit(self, event: StepEvent) -> None:
         for listener in self.listeners:
@@ -419,8 +426,7 @@ class Store:
                         continue
                     recipient.view_count += 1
                     recipient.last_viewed_at = now
-                    self.shipments.touch(shipment, max(shipment.updated_at, now))
-                    self.unarchived_shipments.touch(shipment, shipment.updated_at)
+                    self._move_shipment(shipment, max(shipment.updated_at, now))
 
     def _shipment_ids(self) -> list[str]:
         # Cached list for random choice; rebuilt when shipments were added.
@@ -446,8 +452,7 @@ class Store:
                     shipment = self.shipments.by_id[shipment_id]
                     shipment.recipients[0].view_count += 1
                     shipment.recipients[0].last_viewed_at = now
-                    self.shipments.touch(shipment, now)
-                    self.unarchived_shipments.touch(shipment, now)
+                    self._move_shipment(shipment, now)
                 return len(ids)
             if entity == "documents":
                 documents = rng.sample(self._document_list, min(count, len(self.documents)))

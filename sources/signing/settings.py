@@ -1,0 +1,58 @@
+"""Constants of the signing source: endpoints, page sizes, pacing and retry defaults."""
+
+# Largest page the API allows on lists (reference: limit 1..200); fewer pages, fewer requests.
+PAGE_SIZE = 200
+# Largest audit trail page (reference: limit up to 500, newest first).
+EVENTS_LIMIT = 500
+# Records shared by two consecutive pages; they anchor the next page so that a list that
+# shifts while it is read is noticed instead of silently skipping a record.
+PAGE_OVERLAP = 4
+
+# The reference's stated per-key rate: 10 requests per second with a burst of 40. The pacer
+# starts here and then obeys the X-RateLimit-* headers of every response.
+REQUESTS_PER_SECOND = 10.0
+BURST = 40
+# Child endpoints (events, fields, document details) fetched at once, all through one pacer.
+CHILD_CONCURRENCY = 8
+
+# Each list's next cursor is the server's time when its pass began minus this lag, so changes
+# made while a run pages, or stamped by a server whose clock is a little behind, are read again.
+CURSOR_LAG_SECONDS = 30.0
+
+# After a pass of several requests, passes that re-read what changed meanwhile, at most this
+# many; the run's cursor stays at the last one's start, so a busier list is finished next run.
+MAX_CATCH_UP_PASSES = 3
+
+REQUEST_TIMEOUT_SECONDS = 30.0
+# Attempts per request on time-outs, connection errors, 5xx and truncated bodies.
+MAX_ATTEMPTS = 8
+BACKOFF_BASE_SECONDS = 0.5
+BACKOFF_MAX_SECONDS = 30.0
+# 429s answered for one request before giving up (each one waits its Retry-After).
+MAX_THROTTLED_RETRIES = 50
+
+# Incremental list endpoints: resource name -> (path, extra query parameters).
+# Each answers {data: [...], total, limit, offset}; documents and contacts carry updated_at,
+# shipments do not (the reference lists no updated_at on a shipment), so no list relies on it.
+LIST_ENDPOINTS: dict[str, tuple[str, dict[str, str]]] = {
+    "documents": ("/documents", {}),
+    "shipments": ("/shipments", {"include_archived": "true"}),
+    "contacts": ("/contacts", {}),
+}
+
+# Timestamp columns per table, typed as UTC timestamps in the warehouse.
+TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
+    "documents": ("created_at", "updated_at"),
+    "shipments": ("created_at", "expires_at", "archived_at", "revoked_at"),
+    "shipments__recipients": ("sent_at", "expires_at", "signed_at", "last_viewed_at"),
+    "contacts": ("created_at", "updated_at"),
+    "webhooks": ("created_at", "last_delivered_at"),
+    "audit_events": ("at",),
+    "shipment_fields": ("recipient_signed_at",),
+}
+BOOLEAN_COLUMNS: dict[str, tuple[str, ...]] = {
+    "documents": ("password_protected",),
+    "shipments": ("password_protected", "final_pdf_ready", "sealed"),
+    "webhooks": ("is_active",),
+    "shipment_fields": ("required",),
+}

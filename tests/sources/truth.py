@@ -1,0 +1,223 @@
+"""The sandbox's own records and the warehouse's raw tables, put in one comparable form.
+
+The expected side is computed here from the sandbox's store (not through the pipeline or the
+API responses), so a test that compares the two checks the whole path: HTTP, paging, dlt
+normalisation, merge, types.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from sandbox import RunningSandbox, Store
+
+Rows = set[tuple[Any, ...]]
+
+
+def ms_to_iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def ts_to_iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+def expected(store: Store) -> dict[str, Rows]:
+    """Every raw table's rows as the sandbox holds them, under the store's lock."""
+    with store.lock:
+        workspace = store.workspace.id
+        shipments = list(store.shipments.by_id.values())
+        contacts = list(store.contacts.by_id.values())
+        documents = list(store.documents.by_id.values())
+        tables: dict[str, Rows] = {
+            "workspaces": {(workspace, store.workspace.name, store.workspace.plan)},
+            "documents": {
+                (d.id, d.name, d.status, ms_to_iso(d.updated_at), workspace) for d in documents
+            },
+            "documents__fields": {
+                (d.id, f.id, f.type, f.label, f.external_id) for d in documents for f in d.fields
+            },
+            "shipments": {
+                (
+                    s.id,
+                    s.status,
+                    s.activity_status,
+                    s.document_id,
+                    ms_to_iso(s.created_at),
+                    ms_to_iso(s.archived_at),
+                    ms_to_iso(s.revoked_at),
+                    workspace,
+                )
+                for s in shipments
+            },
+            "shipments__recipients": {
+                (
+                    s.id,
+                    r.id,
+                    r.position,
+                    r.status,
+                    r.delivery_status,
+                    ms_to_iso(r.sent_at),
+                    ms_to_iso(r.signed_at),
+                    r.view_count,
+                    workspace,
+                )
+                for s in shipments
+                for r in s.recipients
+            },
+            "contacts": {
+                (c.id, c.email, c.company, ms_to_iso(c.updated_at), workspace) for c in contacts
+            },
+            "contacts__custom": {(c.id, k, v) for c in contacts for k, v in c.custom.items()},
+            "audit_events": {
+                (e["id"], s.id, e["type"], e["at"].replace("Z", "+00:00"), e["recipient_id"])
+                for s in shipments
+                for e in s.audit_events()
+            },
+            "shipment_fields": {
+                (
+                    body["shipment_id"],
+                    entry["recipient_id"],
+                    f["field_id"],
+                    f["type"],
+                    _value_text(f["value"]),
+                )
+                for s in shipments
+                for body in [s.filled_fields()]
+                for entry in body["data"]
+                for f in entry["fields"]
+            },
+            "webhooks": {
+                (h.id, h.event, h.target_url, h.is_active) for h in store.webhooks.values()
+            },
+        }
+    return tables
+
+
+QUERIES = {
+    "workspaces": "select id, name, plan from raw.workspaces",
+    "documents": "select id, name, status, updated_at, workspace_id from raw.documents",
+    "documents__fields": """
+        select d.id, f.id, f.type, f.label, f.external_id
+        from raw.documents__fields f join raw.documents d on f._dlt_parent_id = d._dlt_id""",
+    "shipments": """
+        select id, status, activity_status, document_id, created_at, archived_at, revoked_at,
+               workspace_id
+        from raw.shipments""",
+    "shipments__recipients": """
+        select s.id, r.id, r.position, r.status, r.delivery_status, r.sent_at, r.signed_at,
+               r.view_count, r.workspace_id
+        from raw.shipments__recipients r join raw.shipments s on r._dlt_parent_id = s._dlt_id""",
+    "contacts": "select id, email, company, updated_at, workspace_id from raw.contacts",
+    "contacts__custom": """
+        select c.id, k.key, k.value
+        from raw.contacts__custom k join raw.contacts c on k._dlt_parent_id = c._dlt_id""",
+    "audit_events": 'select id, shipment_id, type, "at", recipient_id from raw.audit_events',
+    "shipment_fields": """
+        select shipment_id, recipient_id, field_id, type, value from raw.shipment_fields""",
+    "webhooks": "select id, event, target_url, is_active from raw.webhooks",
+}
+
+
+def actual(warehouse: Path) -> dict[str, Rows]:
+    """The same rows read back from the warehouse (tables that do not exist are empty)."""
+    tables: dict[str, Rows] = {}
+    with duckdb.connect(str(warehouse), read_only=True) as connection:
+        existing = {
+            row[0]
+            for row in connection.execute(
+                "select table_name from information_schema.tables where table_schema = 'raw'"
+            ).fetchall()
+        }
+        for table, query in QUERIES.items():
+            if table not in existing:
+                tables[table] = set()
+                continue
+            tables[table] = {_normalise(table, row) for row in connection.execute(query).fetchall()}
+    return tables
+
+
+def _value_text(value: Any) -> str | None:
+    """The documented warehouse form of a filled-in value: text verbatim, objects as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _normalise(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
+    values = [ts_to_iso(v) if isinstance(v, datetime) else v for v in row]
+    if table == "shipment_fields" and values[-1] and values[-1].startswith("{"):
+        values[-1] = _value_text(json.loads(values[-1]))  # compare objects, not spacing
+    return tuple(values)
+
+
+def differences(warehouse: Path, store: Store) -> dict[str, dict[str, list[tuple[Any, ...]]]]:
+    """Per table, up to five rows missing from the warehouse and five it has in excess."""
+    want, got = expected(store), actual(warehouse)
+    report = {}
+    for table in want:
+        missing, extra = want[table] - got[table], got[table] - want[table]
+        if missing or extra:
+            report[table] = {
+                "missing": sorted(missing, key=str)[:5],
+                "extra": sorted(extra, key=str)[:5],
+                "counts": [len(missing), len(extra)],
+            }  # type: ignore[dict-item]
+    return report
+
+
+def duplicate_keys(warehouse: Path) -> dict[str, int]:
+    """Primary keys that occur more than once, per table (must always be empty)."""
+    keys = {
+        "workspaces": "id",
+        "documents": "id",
+        "shipments": "id",
+        "contacts": "id",
+        "audit_events": "id",
+        "webhooks": "id",
+        "shipment_fields": "shipment_id, recipient_id, field_id",
+    }
+    found = {}
+    with duckdb.connect(str(warehouse), read_only=True) as connection:
+        for table, key in keys.items():
+            try:
+                count = connection.execute(
+                    f"select count(*) from (select {key} from raw.{table} group by all "
+                    "having count(*) > 1)"
+                ).fetchone()
+            except duckdb.CatalogException:
+                continue
+            if count and count[0]:
+                found[table] = count[0]
+    return found
+
+
+@contextmanager
+def pointed_at(running: RunningSandbox, key: str | None = None) -> Iterator[None]:
+    """Configure the source for this sandbox through the documented environment variables."""
+    saved = {
+        name: os.environ.get(name)
+        for name in ("SOURCES__SIGNING__API_KEY", "SOURCES__SIGNING__BASE_URL")
+    }
+    os.environ["SOURCES__SIGNING__API_KEY"] = key or running.api_key
+    os.environ["SOURCES__SIGNING__BASE_URL"] = running.base_url
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
