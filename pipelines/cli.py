@@ -238,13 +238,22 @@ def sandbox(
     start: Annotated[
         str | None, typer.Option(help="Sandbox clock start, ISO date (default: today, 00:00 UTC).")
     ] = None,
+    no_limits: Annotated[
+        bool, typer.Option("--no-limits", help="Answer every request: no rate or daily limits.")
+    ] = False,
 ) -> None:
     """Serve the local sandbox of the signing API v1 until Ctrl-C."""
     if plan not in PLAN_REQUESTS_PER_MINUTE:
         raise typer.BadParameter(f"plan must be one of {', '.join(PLAN_REQUESTS_PER_MINUTE)}")
     if order not in ("asc", "desc"):
         raise typer.BadParameter("order must be asc or desc")
-    config = SandboxConfig(seed=seed, shipments=shipments, plan=plan, order=order)  # type: ignore[arg-type]
+    config = SandboxConfig(
+        seed=seed,
+        shipments=shipments,
+        plan=plan,
+        order=order,  # type: ignore[arg-type]
+        limits_enabled=not no_limits,
+    )
     start_ms = _parse_start(start)
     if start_ms is not None:
         config.start_ms = start_ms

@@ -66,6 +66,7 @@ class LoadResult:
     rows: dict[str, int] = field(default_factory=dict)
     stopped: str | None = None
     load_info: LoadInfo | None = None
+    step_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -145,7 +146,15 @@ def load_incremental(
         else:
             info = pipeline.run(source)
         rows = _row_counts(pipeline)
-        result = LoadResult(started, datetime.now(UTC), stats, rows, stats.stop_reason, info)
+        result = LoadResult(
+            started,
+            datetime.now(UTC),
+            stats,
+            rows,
+            stats.stop_reason,
+            info,
+            _step_seconds(pipeline),
+        )
         _record_run(pipeline, result)
     return result
 
@@ -165,6 +174,18 @@ def _row_counts(pipeline: dlt.Pipeline) -> dict[str, int]:
         return {}
     counts = trace.last_normalize_info.row_counts
     return {table: n for table, n in counts.items() if not table.startswith("_dlt")}
+
+
+def _step_seconds(pipeline: dlt.Pipeline) -> dict[str, float]:
+    """Seconds per dlt step (extract is when the network is used) of the last run."""
+    trace = pipeline.last_trace
+    if trace is None:
+        return {}
+    return {
+        step.step: (step.finished_at - step.started_at).total_seconds()
+        for step in trace.steps
+        if step.finished_at is not None and step.step != "run"
+    }
 
 
 def _record_run(pipeline: dlt.Pipeline, result: LoadResult) -> None:

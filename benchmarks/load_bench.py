@@ -1,0 +1,157 @@
+"""What a load costs the service, against the sandbox over loopback.
+
+For an initial and an incremental load with the service's limits on: requests made divided by
+the minimum needed, 429s received, the achieved request rate divided by the rate the limits
+allow, and wall time. Then rows per second of the pipeline with the network taken out (limits
+off, pacer unbounded).
+
+    uv run python -m benchmarks.load_bench                 # defaults: 500 shipments, plan pro
+    uv run python -m benchmarks.load_bench --shipments 2000 --plan business
+
+The minimum is computed from the sandbox's own records, not from the pipeline: one page per
+200 records (at least one) of each list endpoint, two child requests (events, fields) per new
+or changed shipment, one detail request per new or changed document, plus GET /me and
+GET /webhooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pipelines.signing_pipeline import LoadResult, load_incremental
+from sandbox import PLAN_REQUESTS_PER_MINUTE, RunningSandbox, SandboxConfig, Store
+
+START_MS = 1_767_225_600_000
+
+
+def snapshot(store: Store) -> dict[str, dict[str, Any]]:
+    """The API form of every record, to tell what changed between two moments."""
+    with store.lock:
+        return {
+            "documents": {d.id: d.to_json() for d in store.documents.by_id.values()},
+            "contacts": {c.id: c.to_json() for c in store.contacts.by_id.values()},
+            "shipments": {s.id: s.to_json() for s in store.shipments.by_id.values()},
+        }
+
+
+def minimum_requests(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> int:
+    changed = {
+        name: sum(1 for i, body in records.items() if before.get(name, {}).get(i) != body)
+        for name, records in after.items()
+    }
+    pages = sum(max(1, math.ceil(n / 200)) for n in changed.values())
+    return pages + 2 * changed["shipments"] + changed["documents"] + 2
+
+
+def report(label: str, result: LoadResult, minimum: int, allowed_rate: float) -> None:
+    stats = result.stats
+    extract = result.step_seconds["extract"]  # the time the network was in use
+    achieved = stats.requests / extract if extract else 0.0
+    print(
+        f"{label}: {stats.requests} requests / {minimum} minimum = "
+        f"{stats.requests / minimum:.3f}; 429s {stats.throttled}; "
+        f"rate {achieved:.2f}/s of {allowed_rate:.2f}/s allowed = {achieved / allowed_rate:.0%} "
+        f"(over the {extract:.1f} s extract); wall {result.seconds:.1f} s; "
+        f"{sum(result.rows.values()):,} rows"
+    )
+
+
+def limited(shipments: int, plan: str, workdir: Path) -> None:
+    """Initial and incremental load with the plan's limits on, the pacer at its defaults."""
+    config = SandboxConfig(seed=5, shipments=shipments, start_ms=START_MS, plan=plan)
+    allowed = min(config.requests_per_second, config.effective_requests_per_minute / 60)
+    warehouse = workdir / "limited.duckdb"
+    with RunningSandbox(config) as running:
+        _point(running)
+        empty: dict[str, dict[str, Any]] = {"documents": {}, "contacts": {}, "shipments": {}}
+        first = snapshot(running.store)
+        report(
+            "initial load    ", load_incremental(warehouse), minimum_requests(empty, first), allowed
+        )
+        httpx.post(f"{running.root_url}/_sandbox/advance", json={"days": 2}).raise_for_status()
+        second = snapshot(running.store)
+        report(
+            "incremental load",
+            load_incremental(warehouse),
+            minimum_requests(first, second),
+            allowed,
+        )
+
+
+def unlimited(shipments: int, workdir: Path) -> None:
+    """Rows per second with the network out of the way: the sandbox in its own process with
+    limits off (in this process it would compete for the interpreter lock), pacer unbounded."""
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "sandbox",
+            "--port",
+            "0",
+            "--no-limits",
+            "--seed",
+            "6",
+            "--shipments",
+            str(shipments),
+            "--start",
+            "2026-01-01",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        lines = [server.stdout.readline() for _ in range(2)]
+        base_url = lines[0].split(" at ")[1].strip()
+        os.environ["SOURCES__SIGNING__BASE_URL"] = base_url
+        os.environ["SOURCES__SIGNING__API_KEY"] = lines[1].removeprefix("API key:").strip()
+        result = load_incremental(
+            workdir / "unlimited.duckdb", requests_per_second=100_000, burst=1_000, concurrency=16
+        )
+    finally:
+        server.terminate()
+        server.wait(10)
+    rows = sum(result.rows.values())
+    steps = result.step_seconds
+    print(
+        f"unlimited load  : {rows:,} rows in {result.seconds:.1f} s = "
+        f"{rows / result.seconds:,.0f} rows/s end to end ({result.stats.requests:,} requests, "
+        f"{result.stats.requests / steps['extract']:,.0f}/s while extracting); extract "
+        f"{steps['extract']:.1f} s, normalize {steps['normalize']:.1f} s, load "
+        f"{steps['load']:.1f} s"
+    )
+
+
+def _point(running: RunningSandbox) -> None:
+    os.environ["SOURCES__SIGNING__API_KEY"] = running.api_key
+    os.environ["SOURCES__SIGNING__BASE_URL"] = running.base_url
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shipments", type=int, default=500)
+    parser.add_argument("--plan", choices=sorted(PLAN_REQUESTS_PER_MINUTE), default="pro")
+    parser.add_argument("--unlimited-shipments", type=int, default=3_000)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="signing-bench-"))
+    try:
+        limited(args.shipments, args.plan, workdir)
+        unlimited(args.unlimited_shipments, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
