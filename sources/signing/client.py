@@ -96,9 +96,11 @@ class Pacer:
         self._not_before = 0.0
         self._server_left: int | None = None
         self._in_flight = 0
+        self._sent = 0  # requests numbered in the order they were let go
+        self._learned_from = 0  # the newest request whose response updated `_server_left`
 
-    def acquire(self) -> None:
-        """Block until one request may be sent."""
+    def acquire(self) -> int:
+        """Block until one request may be sent; returns its number, for `observe`."""
         started = self._clock()
         with self._cond:
             while True:
@@ -120,25 +122,35 @@ class Pacer:
                     if self._server_left is not None:
                         self._server_left -= 1
                     self._in_flight += 1
+                    self._sent += 1
+                    ticket = self._sent
                     break
                 self._cond.wait(timeout=wait)
         waited = self._clock() - started
         if waited > 0.001:
             self._stats.waited(waited)
+        return ticket
 
-    def observe(self, headers: Mapping[str, str] | None) -> None:
-        """Learn from a response (or `None` for a request that got no response)."""
+    def observe(self, headers: Mapping[str, str] | None, ticket: int = 0) -> None:
+        """Learn from the response to request `ticket` (`None`: it got no response)."""
         with self._cond:
             self._in_flight = max(0, self._in_flight - 1)
             if headers is not None:
-                self._learn(headers)
+                self._learn(headers, ticket)
             self._cond.notify_all()
 
-    def _learn(self, headers: Mapping[str, str]) -> None:
+    def _learn(self, headers: Mapping[str, str], ticket: int) -> None:
         remaining = _int_header(headers, "x-ratelimit-remaining")
         if remaining is None:
             return
-        self._server_left = remaining - self._in_flight
+        # Concurrent responses arrive out of order; an older one's count is stale and would
+        # overstate the room left, so only a newer request's answer may raise the estimate.
+        estimate = remaining - self._in_flight
+        if ticket >= self._learned_from or self._server_left is None:
+            self._learned_from = ticket
+            self._server_left = estimate
+        else:
+            self._server_left = min(self._server_left, estimate)
         reset = _int_header(headers, "x-ratelimit-reset") or 0
         if remaining <= 0 and reset > 0:
             self._not_before = max(self._not_before, self._clock() + reset)
@@ -150,10 +162,12 @@ class Pacer:
             self.rate = min(self.rate, limit / 60.0)
 
     def pause(self, seconds: float) -> None:
-        """Send nothing for `seconds` (a Retry-After)."""
+        """Send nothing for `seconds` (a Retry-After), then one probe whose answer reopens
+        the gate: letting every waiting thread go at once would only earn more 429s."""
         with self._cond:
             self._not_before = max(self._not_before, self._clock() + max(0.0, seconds))
-            self._server_left = None
+            self._server_left = 0
+            self._learned_from = self._sent
 
 
 def _int_header(headers: Mapping[str, str], name: str) -> int | None:
@@ -239,18 +253,18 @@ class SigningClient:
         throttled = 0
         while True:
             self._spend_budget()
-            self.pacer.acquire()
+            ticket = self.pacer.acquire()
             self.stats.count(endpoint)
             try:
                 response = self._http.get(path, params=params)
                 body = response.json() if response.content else None
             except (httpx.TransportError, ValueError) as error:
                 # Time-outs, refused or dropped connections, bodies cut short of their length.
-                self.pacer.observe(None)
+                self.pacer.observe(None, ticket)
                 attempt += 1
                 self._retry_or_raise(attempt, f"{type(error).__name__} on GET {path}")
                 continue
-            self.pacer.observe(response.headers)
+            self.pacer.observe(response.headers, ticket)
             status = response.status_code
             if status == 200:
                 return body, server_time(response.headers) or datetime.now(UTC)

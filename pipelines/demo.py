@@ -1,0 +1,118 @@
+"""The demo: everything working on a fresh machine with no key and no configuration.
+
+A sandbox starts in this process with its clock four weeks back, the pipeline loads it, the
+clock moves a week at a time with an incremental load after each, the models are built, and
+the report is written if the notebook exists.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+from pipelines.signing_pipeline import LoadResult, load_incremental, pipelines_dir_for
+from sandbox import RunningSandbox, SandboxConfig
+
+DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
+# Generous limits: the demo shows the pipeline, not the patience of a free plan.
+DEMO_RATE = 400.0
+DEMO_BURST = 400
+
+EXAMPLE_QUERIES = (
+    "select week_start, count_sent, count_completed, completion_rate\n"
+    "  from marts.fct_signing_funnel order by week_start desc limit 8;",
+    "select document_name, count_shipments, completion_rate\n"
+    "  from marts.dim_documents order by count_shipments desc limit 10;",
+    "select status, count(*) from raw.shipments group by status order by 2 desc;",
+)
+
+
+@dataclass
+class DemoResult:
+    warehouse: Path
+    loads: list[LoadResult] = field(default_factory=list)
+    sandbox_now: str = ""
+
+
+def run_demo(
+    warehouse: Path = DEMO_WAREHOUSE,
+    *,
+    shipments: int = 3_000,
+    weeks: int = 4,
+    seed: int = 42,
+    say: Callable[[str], None] = print,
+) -> DemoResult:
+    """Serve a sandbox, load it, advance `weeks` weeks loading after each, and return."""
+    if warehouse.exists():
+        warehouse.unlink()
+    shutil.rmtree(pipelines_dir_for(warehouse), ignore_errors=True)
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start = today - timedelta(weeks=weeks)
+    config = SandboxConfig(
+        seed=seed,
+        shipments=shipments,
+        start_ms=int(start.timestamp() * 1000),
+        plan="business",
+        requests_per_second=DEMO_RATE,
+        burst=DEMO_BURST,
+        requests_per_minute=60 * int(DEMO_RATE),
+        ip_requests_per_second=2 * DEMO_RATE,
+        ip_burst=2 * DEMO_BURST,
+    )
+    result = DemoResult(warehouse)
+    say(f"Starting the sandbox: {shipments:,} shipments of history up to {start:%Y-%m-%d}…")
+    with RunningSandbox(config) as running:
+        saved = _point_at(running)
+        try:
+            say("Initial load…")
+            result.loads.append(_load(warehouse))
+            say(_line(result.loads[-1]))
+            for week in range(1, weeks + 1):
+                httpx.post(
+                    f"{running.root_url}/_sandbox/advance", json={"days": 7}, timeout=120
+                ).raise_for_status()
+                say(f"Week {week} of {weeks} passed in the sandbox; incremental load…")
+                result.loads.append(_load(warehouse))
+                say(_line(result.loads[-1]))
+            result.sandbox_now = datetime.fromtimestamp(
+                running.store.clock.now_ms() / 1000, UTC
+            ).strftime("%Y-%m-%d %H:%M UTC")
+        finally:
+            _restore(saved)
+    return result
+
+
+def _load(warehouse: Path) -> LoadResult:
+    return load_incremental(warehouse, requests_per_second=DEMO_RATE, burst=DEMO_BURST)
+
+
+def _line(result: LoadResult) -> str:
+    rows = sum(result.rows.values())
+    return (
+        f"  {rows:,} rows, {result.stats.requests:,} requests, "
+        f"{result.stats.throttled} 429s, {result.seconds:.1f} s"
+    )
+
+
+_VARIABLES = ("SOURCES__SIGNING__API_KEY", "SOURCES__SIGNING__BASE_URL")
+
+
+def _point_at(running: RunningSandbox) -> dict[str, str | None]:
+    saved = {name: os.environ.get(name) for name in _VARIABLES}
+    os.environ["SOURCES__SIGNING__API_KEY"] = running.api_key
+    os.environ["SOURCES__SIGNING__BASE_URL"] = running.base_url
+    return saved
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
