@@ -245,7 +245,11 @@ def signing_source(
     @dlt.resource(
         write_disposition="merge",
         primary_key="id",
-        columns=_columns("webhooks", deleted={"data_type": "bool", "hard_delete": True}),
+        columns=_columns(
+            "webhooks",
+            deleted={"data_type": "bool", "hard_delete": True},
+            last_error={"data_type": "text"},
+        ),
     )
     def webhooks() -> Iterator[list[Record]]:
         """Webhook subscriptions (the list is small and unpaged); deleted ones are removed."""
@@ -255,17 +259,16 @@ def signing_source(
         except RunStopped:
             return
         ws = context.workspace_id
-        rows = [{**h, "workspace_id": ws, "deleted": False} for h in body.get("data") or []]
-        rows = [{k: v for k, v in row.items() if k != "secret"} for row in rows]
-        current = {row["id"] for row in rows}
-        gone = [
-            {"id": i, "workspace_id": ws, "deleted": True}
-            for i in state.get("ids", [])
-            if i not in current
-        ]
-        state["ids"] = sorted(current)
-        if rows or gone:
-            yield context.counted("webhooks", context.stamp(rows + gone))
+        loaded: dict[str, str] = state.setdefault("fingerprints", {})
+        current: dict[str, Record] = {}
+        for hook in body.get("data") or []:
+            row = {k: v for k, v in hook.items() if k != "secret"}  # never stored, even if sent
+            current[row["id"]] = {**row, "workspace_id": ws, "deleted": False}
+        changed = [row for i, row in current.items() if loaded.get(i) != fingerprint(row)]
+        gone = [{"id": i, "workspace_id": ws, "deleted": True} for i in loaded if i not in current]
+        state["fingerprints"] = {i: fingerprint(row) for i, row in current.items()}
+        if changed or gone:
+            yield context.counted("webhooks", context.stamp(changed + gone))
 
     return (
         workspaces,

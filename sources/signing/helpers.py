@@ -115,12 +115,16 @@ def incremental_pass(
         assert moment is not None
         return moment - timedelta(seconds=context.lag_seconds + 1)  # +1: Date has whole seconds
 
+    first_started: datetime | None = started
     try:
         for round_number in range(settings.MAX_CATCH_UP_PASSES + 1):
+            changed_in_pass = 0
             for fresh in anchored_pages(
                 fetch, page_size=context.page_size, overlap=settings.PAGE_OVERLAP, position=position
             ):
-                cursor = cursor_after(started)
+                if first_started is None:
+                    first_started = started
+                cursor = cursor_after(first_started)
                 changed = []
                 for record in fresh:
                     digest = fingerprint(record)
@@ -131,14 +135,21 @@ def incremental_pass(
                     stamp = record.get("updated_at")
                     if not isinstance(stamp, str) or parse_iso(stamp) >= cursor:
                         fetched[record["id"]] = digest
+                changed_in_pass += len(changed)
                 if changed:
                     yield context.stamp(changed)
-            if requests <= 1 or round_number == settings.MAX_CATCH_UP_PASSES:
+            if first_started is None:
+                first_started = started
+            done = requests <= 1 or (round_number > 0 and not changed_in_pass)
+            if done or round_number == settings.MAX_CATCH_UP_PASSES:
                 break
+            # Catch up on what changed while this pass paged: from its exact start, since the
+            # run's cursor below keeps the lag for anything stamped a little early.
             log.info(
                 "%s: %d requests in the pass; catching up on changes made meanwhile", name, requests
             )
-            since, started, requests = to_iso(cursor_after(started)), None, 0
+            assert started is not None
+            since, started, requests = to_iso(started), None, 0
             position = PagerPosition()
     except RunStopped:
         state["pass"] = {
@@ -148,7 +159,7 @@ def incremental_pass(
             "fetched": fetched,
         }
         raise
-    state["cursor"] = to_iso(cursor_after(started))
+    state["cursor"] = to_iso(cursor_after(first_started))
     state["known"] = fetched
     state.pop("pass", None)
 
@@ -188,6 +199,10 @@ def fetch_for_each(
 def shape_document(document: Record, workspace_id: str) -> Record:
     document = dict(document)
     document["workspace_id"] = workspace_id
+    document["placeholders"] = [
+        {"value": name, "document_id": document["id"], "workspace_id": workspace_id}
+        for name in document.get("placeholders") or []
+    ]
     document["fields"] = [
         {**f, "document_id": document["id"], "workspace_id": workspace_id}
         for f in document.get("fields") or []
