@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines import signing_pipeline as pipeline
+from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
+from pipelines.models import ModelsResult, build_models
 from sandbox import PLAN_REQUESTS_PER_MINUTE, SandboxConfig, Store, bind, serve_forever
 from sources.signing import RunStats, SigningAPIError
 
@@ -101,11 +103,68 @@ def load(
         except (SigningAPIError, ValueError) as error:
             raise fail(str(error)) from None
     _summary(result, time.monotonic() - started)
+    if not no_models and destination == "duckdb":
+        _build_models(duckdb)  # also after an early stop: the marts show what is loaded
     if result.stopped:
         err.print(f"[yellow]stopped early:[/] {result.stopped}", highlight=False)
         raise typer.Exit(EX_TEMPFAIL)
-    if not no_models:
-        err.print("models: no dbt project yet, nothing to build", highlight=False)
+
+
+@app.command()
+def models(
+    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = (
+        pipeline.DEFAULT_WAREHOUSE
+    ),
+    select: Annotated[str | None, typer.Option(help="dbt selection, e.g. marts.")] = None,
+) -> None:
+    """Rebuild the dbt models (staging views, marts tables) on the loaded raw data."""
+    _build_models(duckdb, select)
+
+
+def _build_models(warehouse: Path, select: str | None = None) -> ModelsResult:
+    """Run dbt; a failure is one line on stderr and exit 1, and the raw data stays as loaded."""
+    if not warehouse.exists():
+        raise fail(f"no warehouse at {warehouse}; run `signing-etl load` first")
+    err.print("Building the models (dbt)…", highlight=False)
+    result = build_models(warehouse, select=select)
+    if not result.success:
+        raise fail(f"models failed (raw data is loaded and kept): {result.summary}")
+    out.print(result.summary, highlight=False)
+    return result
+
+
+@app.command()
+def demo(
+    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file to (re)create.")] = (
+        DEMO_WAREHOUSE
+    ),
+    shipments: Annotated[int, typer.Option(min=10, help="Shipments of history.")] = 3_000,
+    weeks: Annotated[int, typer.Option(min=0, max=12, help="Simulated weeks.")] = 4,
+) -> None:
+    """Everything on a fresh machine, no key needed: sandbox, loads over simulated weeks,
+    models, report; ends with the warehouse's path, the funnel and queries to try."""
+    started = time.monotonic()
+    try:
+        run_demo(
+            duckdb,
+            shipments=shipments,
+            weeks=weeks,
+            say=lambda text: err.print(text, highlight=False),
+        )
+    except (SigningAPIError, PipelineStepFailed, pipeline.AlreadyRunning) as error:
+        raise fail(
+            _reason(error) if isinstance(error, PipelineStepFailed) else str(error)
+        ) from None
+    _build_models(duckdb)
+    out.print(f"\n[bold]Warehouse:[/] {duckdb.resolve()}")
+    out.print(headline(duckdb))
+    out.print(
+        f'\nTry these with `uv run signing-etl sql --duckdb {duckdb} "<query>"` '
+        "(or in the duckdb CLI):"
+    )
+    for query in EXAMPLE_QUERIES:
+        out.print(f"  {query}", highlight=False)
+    out.print(f"\nDemo finished in {time.monotonic() - started:.0f} s.")
 
 
 @app.command()
@@ -139,6 +198,31 @@ def status(
     for table, count in found.row_counts.items():
         counts.add_row(table, f"{count:,}")
     out.print(counts)
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL to run, read-only.")],
+    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = (
+        pipeline.DEFAULT_WAREHOUSE
+    ),
+) -> None:
+    """Run a read-only SQL query on the warehouse and print the result as a table."""
+    import duckdb as duck
+
+    if not duckdb.exists():
+        raise fail(f"no warehouse at {duckdb}")
+    try:
+        with duck.connect(str(duckdb), read_only=True) as connection:
+            cursor = connection.execute(query)
+            names = [d[0] for d in cursor.description or []]
+            rows = cursor.fetchmany(1000)
+    except duck.Error as error:
+        raise fail(str(error).splitlines()[0]) from None
+    table = Table(*names)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    out.print(table)
 
 
 def _summary(result: pipeline.LoadResult, seconds: float) -> None:

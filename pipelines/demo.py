@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import httpx
 
 from pipelines.signing_pipeline import LoadResult, load_incremental, pipelines_dir_for
@@ -25,12 +26,43 @@ DEMO_RATE = 400.0
 DEMO_BURST = 400
 
 EXAMPLE_QUERIES = (
-    "select week_start, count_sent, count_completed, completion_rate\n"
-    "  from marts.fct_signing_funnel order by week_start desc limit 8;",
-    "select document_name, count_shipments, completion_rate\n"
-    "  from marts.dim_documents order by count_shipments desc limit 10;",
-    "select status, count(*) from raw.shipments group by status order by 2 desc;",
+    "-- completion by week of sending\n"
+    "  select sent_week, sum(count_shipments_sent) as sent,\n"
+    "         sum(count_shipments_completed) as completed\n"
+    "  from marts.fct_signing_funnel group by 1 order by 1 desc limit 8;",
+    "-- the documents that stall: most sent, least completed\n"
+    "  select document_name, count_shipments_sent, completion_rate\n"
+    "  from marts.dim_documents order by count_shipments_sent desc limit 10;",
+    "-- how long signing takes, per document\n"
+    "  select document_name, median_hours_to_sign, p90_hours_to_sign\n"
+    "  from marts.fct_time_to_sign where time_grain = 'document'\n"
+    "  order by p90_hours_to_sign desc limit 10;",
 )
+
+
+def headline(warehouse: Path) -> str:
+    """The funnel in a few lines, read from `marts.fct_shipments`."""
+    with duckdb.connect(str(warehouse), read_only=True) as connection:
+        row = connection.execute(
+            """
+            select count(*) filter (where is_sent), count(*) filter (where is_opened),
+                   count(*) filter (where is_completed), count(*) filter (where is_expired),
+                   count(*) filter (where is_revoked), median(hours_to_completion)
+            from marts.fct_shipments
+            """
+        ).fetchone()
+    assert row is not None
+    sent, opened, completed, expired, revoked, median_hours = row
+
+    def share(count: int) -> str:
+        return f"{count / sent:.0%}" if sent else "-"
+
+    median = f"{median_hours:.1f} h" if median_hours is not None else "-"
+    return (
+        f"Shipments sent {sent:,}: opened {opened:,} ({share(opened)}), completed "
+        f"{completed:,} ({share(completed)}), expired {expired:,} ({share(expired)}), "
+        f"revoked {revoked:,} ({share(revoked)}); median time to completion {median}."
+    )
 
 
 @dataclass

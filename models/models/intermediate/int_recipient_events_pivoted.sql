@@ -1,0 +1,34 @@
+-- The audit trail's milestones of each recipient: one row per recipient with events.
+-- Only recipient-level event types count here; shipment-level ones (completed, expired,
+-- revoked) name the first recipient but belong to the shipment.
+
+with
+
+audit_events as (
+
+    select * from {{ ref('stg_signing__audit_events') }}
+
+),
+
+pivoted as (
+
+    select
+        recipient_id,
+        shipment_id,
+        min(case when event_type = 'sent' then occurred_at end) as sent_at,
+        min(case when event_type = 'delivered' then occurred_at end) as delivered_at,
+        min(case when event_type = 'delivery_failed' then occurred_at end)
+            as delivery_failed_at,
+        min(case when event_type = 'opened' then occurred_at end) as first_opened_at,
+        max(case when event_type = 'opened' then occurred_at end) as last_opened_at,
+        min(case when event_type = 'signed' then occurred_at end) as signed_at,
+        sum(case when event_type = 'opened' then 1 else 0 end) as count_opened_events
+
+    from audit_events
+    where event_type in ('sent', 'delivered', 'delivery_failed', 'opened', 'signed')
+        and recipient_id is not null
+    group by 1, 2
+
+)
+
+select * from pivoted

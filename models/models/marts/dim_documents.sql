@@ -1,0 +1,103 @@
+-- One row per document (template): its properties, its fields, and how its shipments did.
+
+with
+
+documents as (
+
+    select * from {{ ref('stg_signing__documents') }}
+
+),
+
+document_fields as (
+
+    select * from {{ ref('stg_signing__document_fields') }}
+
+),
+
+shipments as (
+
+    select * from {{ ref('fct_shipments') }}
+
+),
+
+fields_rolled_up as (
+
+    select
+        document_id,
+        count(*) as count_fields,
+        sum(case when is_required then 1 else 0 end) as count_required_fields,
+        sum(case when field_type = 'payment' then 1 else 0 end) as count_payment_fields
+
+    from document_fields
+    group by 1
+
+),
+
+shipments_rolled_up as (
+
+    select
+        document_id,
+        count(*) as count_shipments,
+        sum(case when is_sent then 1 else 0 end) as count_shipments_sent,
+        sum(case when is_opened then 1 else 0 end) as count_shipments_opened,
+        sum(case when is_signed then 1 else 0 end) as count_shipments_signed,
+        sum(case when is_completed then 1 else 0 end) as count_shipments_completed,
+        sum(case when is_expired then 1 else 0 end) as count_shipments_expired,
+        sum(case when is_revoked then 1 else 0 end) as count_shipments_revoked,
+        sum(count_recipients_signed) as count_signatures,
+        min(sent_at) as first_sent_at,
+        max(sent_at) as last_sent_at
+
+    from shipments
+    group by 1
+
+),
+
+final as (
+
+    select
+        -- ids
+        documents.document_id,
+        documents.workspace_id,
+        documents.folder_id,
+        documents.theme_id,
+
+        -- properties
+        documents.document_name,
+        documents.document_kind,
+        documents.language,
+        documents.document_status,
+        documents.signer_count,
+        documents.is_password_protected,
+        coalesce(fields_rolled_up.count_fields, 0) as count_fields,
+        coalesce(fields_rolled_up.count_required_fields, 0) as count_required_fields,
+        coalesce(fields_rolled_up.count_payment_fields, 0) > 0 as has_payment_field,
+
+        -- usage
+        coalesce(shipments_rolled_up.count_shipments, 0) as count_shipments,
+        coalesce(shipments_rolled_up.count_shipments_sent, 0) as count_shipments_sent,
+        coalesce(shipments_rolled_up.count_shipments_opened, 0) as count_shipments_opened,
+        coalesce(shipments_rolled_up.count_shipments_signed, 0) as count_shipments_signed,
+        coalesce(shipments_rolled_up.count_shipments_completed, 0)
+            as count_shipments_completed,
+        coalesce(shipments_rolled_up.count_shipments_expired, 0) as count_shipments_expired,
+        coalesce(shipments_rolled_up.count_shipments_revoked, 0) as count_shipments_revoked,
+        coalesce(shipments_rolled_up.count_signatures, 0) as count_signatures,
+        shipments_rolled_up.count_shipments_completed * 1.0
+            / nullif(shipments_rolled_up.count_shipments_sent, 0) as completion_rate,
+
+        -- timestamps
+        documents.created_at,
+        documents.updated_at,
+        shipments_rolled_up.first_sent_at,
+        shipments_rolled_up.last_sent_at
+
+    from documents
+    left join fields_rolled_up
+        on documents.document_id = fields_rolled_up.document_id
+    left join shipments_rolled_up
+        on documents.document_id = shipments_rolled_up.document_id
+
+)
+
+select * from final

@@ -1,0 +1,186 @@
+-- One row per shipment: its milestones, the furthest funnel stage it reached, recipient
+-- counts and durations. Milestones come from the audit trail where it has them, else from
+-- the shipment's and its recipients' own fields (see the YAML for each column's source).
+
+with
+
+shipments as (
+
+    select * from {{ ref('stg_signing__shipments') }}
+
+),
+
+recipients as (
+
+    select * from {{ ref('fct_recipients') }}
+
+),
+
+shipment_events as (
+
+    select * from {{ ref('int_shipment_events_pivoted') }}
+
+),
+
+recipients_rolled_up as (
+
+    select
+        shipment_id,
+        count(*) as count_recipients,
+        sum(case when is_sent then 1 else 0 end) as count_recipients_sent,
+        sum(case when is_delivered then 1 else 0 end) as count_recipients_delivered,
+        sum(case when is_delivery_failed then 1 else 0 end) as count_recipients_failed,
+        sum(case when is_opened then 1 else 0 end) as count_recipients_opened,
+        sum(case when is_signed then 1 else 0 end) as count_recipients_signed,
+        sum(count_views) as count_views,
+        min(sent_at) as sent_at,
+        min(first_opened_at) as first_opened_at,
+        min(signed_at) as first_signed_at,
+        max(signed_at) as last_signed_at
+
+    from recipients
+    group by 1
+
+),
+
+joined as (
+
+    select
+        shipments.*,
+        coalesce(recipients_rolled_up.count_recipients, 0) as count_recipients,
+        coalesce(recipients_rolled_up.count_recipients_sent, 0) as count_recipients_sent,
+        coalesce(recipients_rolled_up.count_recipients_delivered, 0)
+            as count_recipients_delivered,
+        coalesce(recipients_rolled_up.count_recipients_failed, 0) as count_recipients_failed,
+        coalesce(recipients_rolled_up.count_recipients_opened, 0) as count_recipients_opened,
+        coalesce(recipients_rolled_up.count_recipients_signed, 0) as count_recipients_signed,
+        coalesce(recipients_rolled_up.count_views, 0) as count_views,
+        recipients_rolled_up.sent_at,
+        recipients_rolled_up.first_opened_at,
+        recipients_rolled_up.first_signed_at,
+        recipients_rolled_up.last_signed_at,
+        coalesce(shipment_events.count_events, 0) as count_audit_events,
+        shipment_events.completed_at as event_completed_at,
+        shipment_events.expired_at as event_expired_at,
+        shipment_events.revoked_at as event_revoked_at
+
+    from shipments
+    left join recipients_rolled_up
+        on shipments.shipment_id = recipients_rolled_up.shipment_id
+    left join shipment_events
+        on shipments.shipment_id = shipment_events.shipment_id
+
+),
+
+milestones as (
+
+    select
+        *,
+        coalesce(
+            event_completed_at,
+            -- every recipient signed: the last signature completes the shipment
+            case
+                when count_recipients > 0 and count_recipients_signed = count_recipients
+                    then last_signed_at
+            end
+        ) as completed_at,
+        coalesce(
+            event_expired_at,
+            case when shipment_status = 'expired' then expires_at end
+        ) as expired_at,
+        coalesce(event_revoked_at, revoked_at) as revoked_at_resolved
+
+    from joined
+
+),
+
+stages as (
+
+    select
+        *,
+        count_recipients_sent > 0 as is_sent,
+        count_recipients_opened > 0 as is_opened,
+        count_recipients_signed > 0 as is_signed,
+        completed_at is not null or shipment_status = 'completed' as is_completed,
+        expired_at is not null or shipment_status = 'expired' as is_expired,
+        revoked_at_resolved is not null or shipment_status = 'revoked' as is_revoked
+
+    from milestones
+
+),
+
+final as (
+
+    select
+        -- ids
+        shipment_id,
+        workspace_id,
+        document_id,
+        folder_id,
+
+        -- properties
+        document_name,
+        shipment_status,
+        activity_status,
+        channel,
+        sign_mode,
+        signature_level,
+        owner_email,
+        case
+            when is_completed then 'completed'
+            when is_signed then 'signed'
+            when is_opened then 'opened'
+            when is_sent then 'sent'
+            else 'created'
+        end as funnel_stage,
+        case
+            when is_completed then 4
+            when is_signed then 3
+            when is_opened then 2
+            when is_sent then 1
+            else 0
+        end as funnel_stage_number,
+        cast({{ dbt.date_trunc('week', 'sent_at') }} as date) as sent_week,
+
+        -- counts
+        count_recipients,
+        count_recipients_sent,
+        count_recipients_delivered,
+        count_recipients_failed,
+        count_recipients_opened,
+        count_recipients_signed,
+        count_views,
+        count_audit_events,
+
+        -- booleans
+        is_sent,
+        is_opened,
+        is_signed,
+        is_completed,
+        is_expired,
+        is_revoked,
+        is_archived,
+        is_password_protected,
+        count_audit_events > 0 as has_audit_trail,
+
+        -- timestamps
+        created_at,
+        sent_at,
+        first_opened_at,
+        first_signed_at,
+        completed_at,
+        expired_at,
+        revoked_at_resolved as revoked_at,
+        expires_at,
+        archived_at,
+
+        -- durations
+        {{ hours_between('sent_at', 'first_opened_at') }} as hours_to_first_open,
+        {{ hours_between('sent_at', 'first_signed_at') }} as hours_to_first_signature,
+        {{ hours_between('sent_at', 'completed_at') }} as hours_to_completion
+
+    from stages
+
+)
+
+select * from final

@@ -1,0 +1,38 @@
+{{ config(severity='warn') }}
+-- Where both the audit trail and the recipient record know when someone was sent the
+-- document or signed it, they agree (to the second). A disagreement means one of the two
+-- sources of funnel timestamps is off; the marts prefer the audit trail.
+
+with
+
+recipients as (
+
+    select * from {{ ref('stg_signing__recipients') }}
+
+),
+
+recipient_events as (
+
+    select * from {{ ref('int_recipient_events_pivoted') }}
+
+),
+
+final as (
+
+    select
+        recipients.recipient_id,
+        recipients.sent_at,
+        recipient_events.sent_at as event_sent_at,
+        recipients.signed_at,
+        recipient_events.signed_at as event_signed_at
+
+    from recipients
+    inner join recipient_events
+        on recipients.recipient_id = recipient_events.recipient_id
+    where abs({{ dbt.datediff('recipients.sent_at', 'recipient_events.sent_at', 'second') }}) > 1
+        or abs({{ dbt.datediff('recipients.signed_at', 'recipient_events.signed_at', 'second') }})
+            > 1
+
+)
+
+select * from final

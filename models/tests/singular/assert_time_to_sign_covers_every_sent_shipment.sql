@@ -1,0 +1,51 @@
+-- Each of fct_time_to_sign's two grains counts every sent shipment exactly once.
+
+with
+
+time_to_sign as (
+
+    select
+        time_grain,
+        sum(count_shipments_sent) as count_sent,
+        sum(count_shipments_completed) as count_completed
+
+    from {{ ref('fct_time_to_sign') }}
+    group by 1
+
+),
+
+shipments as (
+
+    select
+        sum(case when is_sent then 1 else 0 end) as count_sent,
+        sum(case when is_sent and is_completed then 1 else 0 end) as count_completed
+
+    from {{ ref('fct_shipments') }}
+
+),
+
+grains as (
+
+    select 'document' as time_grain
+    union all
+    select 'week' as time_grain
+
+),
+
+final as (
+
+    select
+        grains.time_grain,
+        time_to_sign.count_sent,
+        shipments.count_sent as expected_sent
+
+    from grains
+    cross join shipments
+    left join time_to_sign
+        on grains.time_grain = time_to_sign.time_grain
+    where coalesce(time_to_sign.count_sent, 0) <> coalesce(shipments.count_sent, 0)
+        or coalesce(time_to_sign.count_completed, 0) <> coalesce(shipments.count_completed, 0)
+
+)
+
+select * from final
