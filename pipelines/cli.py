@@ -164,7 +164,34 @@ def demo(
     )
     for query in EXAMPLE_QUERIES:
         out.print(f"  {query}", highlight=False)
+    report_path = _write_report(duckdb)
     out.print(f"\nDemo finished in {time.monotonic() - started:.0f} s.")
+    out.print(f"[bold]Report:[/] {report_path.resolve()}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def report(
+    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = (
+        pipeline.DEFAULT_WAREHOUSE
+    ),
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Folder of the HTML report (created if missing).")
+    ] = Path("reports"),
+) -> None:
+    """Run the funnel notebook on the warehouse's marts and write a self-contained HTML report."""
+    out.print(_write_report(duckdb, out_dir).resolve(), highlight=False, soft_wrap=True)
+
+
+def _write_report(warehouse: Path, out_dir: Path | None = None) -> Path:
+    """Write the report (to `reports/` by default); a failure is one line on stderr, exit 1."""
+    # Imported here: the notebook machinery takes half a second that other commands don't need.
+    from pipelines.report import DEFAULT_REPORTS_DIR, ReportError, write_report
+
+    err.print("Writing the report (runs notebooks/signing_funnel.ipynb)…", highlight=False)
+    try:
+        return write_report(warehouse, out_dir or DEFAULT_REPORTS_DIR)
+    except ReportError as error:
+        raise fail(f"report: {error}") from None
 
 
 @app.command()
