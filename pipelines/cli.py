@@ -106,7 +106,7 @@ def load(
     if not no_models and destination == "duckdb":
         _build_models(duckdb)  # also after an early stop: the marts show what is loaded
     if result.stopped:
-        err.print(f"[yellow]stopped early:[/] {result.stopped}", highlight=False)
+        err.print(f"[yellow]stopped early:[/] {result.stopped}", highlight=False, soft_wrap=True)
         raise typer.Exit(EX_TEMPFAIL)
 
 

@@ -251,7 +251,11 @@ def status(warehouse: Path = DEFAULT_WAREHOUSE) -> Status:
             last_run = dict(zip(names, found, strict=True)) if found else None
     state = _pipeline_state(warehouse)
     resources = state.get("sources", {}).get("signing", {}).get("resources", {})
-    cursors = {name: r["cursor"] for name, r in resources.items() if r.get("cursor")}
+    cursors = {
+        name: r.get("cursor") or "(first pass not finished)"
+        for name, r in resources.items()
+        if r.get("cursor") or r.get("pass")
+    }
     interrupted = sorted(name for name, r in resources.items() if r.get("pass"))
     return Status(warehouse, last_run, cursors, interrupted, counts)
 

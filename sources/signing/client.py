@@ -4,7 +4,8 @@ errors a run can end with.
 The pacer starts from the reference's stated rate (10/s, burst 40) and then follows the
 service: it never sends while the last response said no request is left (`X-RateLimit-Remaining`
 minus the requests still in flight), waits `X-RateLimit-Reset` or `Retry-After` when told to,
-and slows to a per-minute plan limit once a header shows one. The API key is only ever put in
+and slows to a per-minute plan limit once the headers reveal one (an empty bucket whose reset
+is two seconds or more away). The API key is only ever put in
 the `Authorization` header; no message, log line or state entry carries it.
 """
 
@@ -85,8 +86,10 @@ class Pacer:
         *,
         clock: Callable[[], float] = time.monotonic,
         stats: RunStats | None = None,
+        budget: int | None = None,
     ) -> None:
         self.rate = rate
+        self.budget = budget
         self.burst = burst
         self._clock = clock
         self._stats = stats or RunStats()
@@ -98,12 +101,22 @@ class Pacer:
         self._in_flight = 0
         self._sent = 0  # requests numbered in the order they were let go
         self._learned_from = 0  # the newest request whose response updated `_server_left`
+        self._cancelled: BaseException | None = None
+
+    def cancel(self, reason: BaseException) -> None:
+        """Wake every waiting thread with `reason`: the run stops, nobody should wait for a
+        reset hours away (a daily limit) to find that out."""
+        with self._cond:
+            self._cancelled = reason
+            self._cond.notify_all()
 
     def acquire(self) -> int:
         """Block until one request may be sent; returns its number, for `observe`."""
         started = self._clock()
         with self._cond:
             while True:
+                if self._cancelled is not None:
+                    raise self._cancelled
                 now = self._clock()
                 self._tokens = min(self.burst, self._tokens + (now - self._refilled) * self.rate)
                 self._refilled = now
@@ -118,6 +131,14 @@ class Pacer:
                         self._server_left = 1  # the reset passed: probe with one request
                         continue
                 else:
+                    if self.budget is not None and self._sent >= self.budget:
+                        # Decided here, when a request would go, so threads held back
+                        # together neither overshoot the budget nor leave part of it unused.
+                        self._cancelled = RequestBudgetExhausted(
+                            f"request budget of {self.budget} used; the next run continues"
+                        )
+                        self._cond.notify_all()
+                        raise self._cancelled
                     self._tokens -= 1
                     if self._server_left is not None:
                         self._server_left -= 1
@@ -155,10 +176,10 @@ class Pacer:
         if remaining <= 0 and reset > 0:
             self._not_before = max(self._not_before, self._clock() + reset)
         limit = _int_header(headers, "x-ratelimit-limit")
-        scope = headers.get("x-ratelimit-scope", "key")
-        if limit and scope == "key" and limit > self.burst:
-            # A limit above the per-second burst is the plan's per-minute figure: spread the
-            # requests evenly over the minute instead of bursting into the wall.
+        if limit and remaining <= 0 and reset >= 2:
+            # A per-second bucket frees a token within a second; an empty bucket that needs two
+            # or more is a window limit (the plan's per minute): spread the requests evenly
+            # over the minute from now on instead of bursting into the wall each time.
             self.rate = min(self.rate, limit / 60.0)
 
     def pause(self, seconds: float) -> None:
@@ -225,7 +246,8 @@ class SigningClient:
     ) -> None:
         self.stats = stats or RunStats()
         self.pacer = pacer or Pacer(stats=self.stats)
-        self.max_requests = max_requests
+        if max_requests is not None:
+            self.pacer.budget = max_requests
         self._max_attempts = max_attempts
         self._sleep = sleep
         self._stopped: RunStopped | None = None
@@ -252,8 +274,15 @@ class SigningClient:
         attempt = 0
         throttled = 0
         while True:
-            self._spend_budget()
-            ticket = self.pacer.acquire()
+            self._check_stopped()
+            try:
+                ticket = self.pacer.acquire()
+            except RunStopped as reason:
+                with self._lock:
+                    if self._stopped is None:
+                        self._stopped = reason
+                        self.stats.stop_reason = str(reason)
+                raise
             self.stats.count(endpoint)
             try:
                 response = self._http.get(path, params=params)
@@ -278,29 +307,31 @@ class SigningClient:
                 continue
             raise _error_for(status, body, path)
 
-    def _spend_budget(self) -> None:
+    def _check_stopped(self) -> None:
         with self._lock:
             if self._stopped is not None:
                 raise self._stopped
-            if self.max_requests is not None and self.stats.requests >= self.max_requests:
-                self._stopped = RequestBudgetExhausted(
-                    f"request budget of {self.max_requests} used; the next run continues"
-                )
-                self.stats.stop_reason = str(self._stopped)
-                raise self._stopped
+
+    def _stop(self, reason: RunStopped) -> None:
+        """Stop the run (called under `_lock`): every later request and every waiting thread
+        raises `reason`."""
+        self._stopped = reason
+        self.stats.stop_reason = str(reason)
+        self.pacer.cancel(reason)
+        raise reason
 
     def _throttled(self, response: httpx.Response, body: Any, count: int, path: str) -> None:
         with self.stats._lock:
             self.stats.throttled += 1
         wait = retry_after_seconds(response.headers, body)
         if response.headers.get("x-ratelimit-scope") == "daily":
+            hours = f" (resets in {wait / 3600:.1f} h)" if wait else ""
             with self._lock:
-                hours = f" (resets in {wait / 3600:.1f} h)" if wait else ""
-                self._stopped = DailyLimitReached(
-                    f"the workspace's daily limit is reached{hours}; the next run continues"
+                self._stop(
+                    DailyLimitReached(
+                        f"the workspace's daily limit is reached{hours}; the next run continues"
+                    )
                 )
-                self.stats.stop_reason = str(self._stopped)
-            raise self._stopped
         if count > settings.MAX_THROTTLED_RETRIES:
             raise SigningAPIError(f"still throttled after {count} tries on GET {path}")
         # Retry-After 0 means "now"; a small jittered pause keeps many threads from stampeding.

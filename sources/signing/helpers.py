@@ -94,7 +94,9 @@ def incremental_pass(
         since = interrupted.get("since")
     else:
         since = state.get("cursor") or context.initial_since
-    started: datetime | None = parse_iso(interrupted["started"]) if interrupted else None
+    started: datetime | None = (
+        parse_iso(interrupted["started"]) if interrupted.get("started") else None
+    )
     position = PagerPosition.from_state(interrupted.get("position"))
     fetched: dict[str, str] = dict(interrupted.get("fetched", {}))
     known: dict[str, str] = state.get("known", {})
@@ -115,7 +117,9 @@ def incremental_pass(
         assert moment is not None
         return moment - timedelta(seconds=context.lag_seconds + 1)  # +1: Date has whole seconds
 
-    first_started: datetime | None = started
+    first_started: datetime | None = (
+        parse_iso(interrupted["first_started"]) if interrupted.get("first_started") else started
+    )
     try:
         for round_number in range(settings.MAX_CATCH_UP_PASSES + 1):
             changed_in_pass = 0
@@ -152,9 +156,12 @@ def incremental_pass(
             since, started, requests = to_iso(started), None, 0
             position = PagerPosition()
     except RunStopped:
+        # Times are the service's (its Date header), never this machine's clock: a pass
+        # stopped before its first answer keeps "unknown" and learns it when it resumes.
         state["pass"] = {
             "since": since,
-            "started": to_iso(started or datetime.now(UTC)),
+            "started": to_iso(started) if started else None,
+            "first_started": to_iso(first_started) if first_started else None,
             "position": position.to_state(),
             "fetched": fetched,
         }

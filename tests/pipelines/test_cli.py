@@ -1,0 +1,273 @@
+"""`signing-etl` as a user runs it: a subprocess configured only through the documented
+environment variables, against sandboxes over real HTTP, writing DuckDB files under tmp_path;
+what it prints, how it exits, and what it leaves in the warehouse."""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from pipelines.signing_pipeline import exclusive, load_incremental
+from tests.conftest import SandboxFactory
+from tests.pipelines import (
+    admin,
+    cli_env,
+    describe,
+    load_args,
+    message_lines,
+    raw_row_counts,
+    run_cli,
+)
+from tests.sources.truth import differences, duplicate_keys, pointed_at
+
+# A row of a rich table as printed without a terminal: `│ name │ 1,234 │`.
+TABLE_ROW = re.compile(r"^│\s*(\S+)\s*│\s*([\d,]+)\s*│$")
+CONTACT_TABLES = {"contacts", "contacts__custom", "contacts__group_ids"}
+
+
+def table_rows(text: str) -> dict[str, int]:
+    """Name and count of every two-column table row in `text` (later tables win)."""
+    rows = {}
+    for line in text.splitlines():
+        found = TABLE_ROW.match(line.strip())
+        if found:
+            rows[found[1]] = int(found[2].replace(",", ""))
+    return rows
+
+
+def assert_one_line_failure(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Exit neither 0 nor 75, and stderr a single line, without a traceback, that contains
+    every needle (case-insensitive). Returns that line."""
+    assert result.returncode not in (0, 75), describe(result)
+    assert "Traceback" not in result.stderr, describe(result)
+    lines = message_lines(result.stderr)
+    assert len(lines) == 1, describe(result)
+    for needle in needles:
+        assert needle.lower() in lines[0].lower(), describe(result)
+    return lines[0]
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------------- sandbox
+def test_sandbox_command_prints_its_url_and_a_key_that_works(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "sandbox", "--port", "0", "--shipments", "50"],
+        cwd=tmp_path,
+        env=cli_env(None),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        printed: list[str] = []
+        deadline = time.monotonic() + 60
+        while not any(line.startswith("API key: ") for line in printed):
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no API key line within 60 s: {printed}"
+            try:
+                printed.append(lines.get(timeout=remaining))
+            except queue.Empty:
+                continue
+        urls = [u for line in printed for u in re.findall(r"http://127\.0\.0\.1:\d+/v1\b", line)]
+        assert urls, printed
+        base_url = urls[0]
+        assert base_url.endswith("/v1")
+        key = next(line for line in printed if line.startswith("API key: "))
+        key = key.removeprefix("API key: ").strip()
+        assert key
+        response = httpx.get(
+            f"{base_url}/me", headers={"Authorization": f"Bearer {key}"}, timeout=30
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["api_version"] == "v1"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+    assert process.returncode is not None
+
+
+# ---------------------------------------------------------------------- load and status
+def test_load_prints_a_summary_and_status_shows_the_run(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=30, limits_enabled=False)
+    warehouse = tmp_path / "warehouse" / "signing.duckdb"
+    env = cli_env(running)
+
+    result = run_cli(load_args(warehouse), cwd=tmp_path, env=env)
+
+    assert result.returncode == 0, describe(result)
+    assert "Traceback" not in result.stderr, describe(result)
+    assert "Load summary" in result.stdout, describe(result)
+    summary = table_rows(result.stdout)
+    counts = raw_row_counts(warehouse)
+    for table in ("workspaces", "documents", "shipments", "contacts", "audit_events"):
+        assert summary.get(table) == counts[table], (table, summary, counts)
+    assert summary["shipments"] == 30
+    assert summary["shipment_fields"] == counts["shipment_fields"]
+    requests = re.search(r"([\d,]+) requests, ", result.stdout)
+    assert requests, describe(result)
+    # The count the summary reports is what the service served (no faults, limits off).
+    served = admin(running, "GET", "/state")["requests_served"]
+    assert int(requests[1].replace(",", "")) == served
+    assert differences(warehouse, running.store) == {}
+    assert duplicate_keys(warehouse) == {}
+
+    status = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
+
+    assert status.returncode == 0, describe(status)
+    last_run = next(line for line in status.stdout.splitlines() if line.startswith("Last run:"))
+    assert "completed" in last_run
+    assert f"{served} requests" in last_run
+    for name in ("documents", "shipment_changes", "contacts"):
+        cursor = re.search(rf"│ {name}\s*│ (\d{{4}}-\d\d-\d\dT[\d:.]+Z)", status.stdout)
+        assert cursor, (name, status.stdout)
+    assert "pass interrupted" not in status.stdout
+    shown = table_rows(status.stdout)
+    assert {t: shown.get(t) for t in counts} == counts, status.stdout
+
+
+def test_source_settings_come_from_environment_variables(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """SOURCES__SIGNING__<ARGUMENT> reaches the source's arguments, not only the key and URL:
+    pages of 10 make the 50 contacts take nine list requests or more (one with the default
+    200), and a pacer of 4/s with a burst of 1 makes them wait seconds (the defaults, 10/s with
+    a burst of 40, would not wait). The sandbox's limits are on but far above the pacer."""
+    running = make_sandbox(
+        shipments=10, requests_per_second=1000, burst=1000, requests_per_minute=100_000
+    )
+    assert len(running.store.contacts) == 50
+    warehouse = tmp_path / "signing.duckdb"
+    env = cli_env(running, requests_per_second=4, burst=1, page_size=10)
+
+    result = run_cli(load_args(warehouse, "--resources", "contacts"), cwd=tmp_path, env=env)
+
+    assert result.returncode == 0, describe(result)
+    requests = re.search(r"([\d,]+) requests, ", result.stdout)
+    waited = re.search(r"([\d.]+) s waited for limits", result.stdout)
+    assert requests, describe(result)
+    assert waited, describe(result)
+    assert int(requests[1]) >= 10, describe(result)  # /me and nine pages or more
+    assert float(waited[1]) >= 1.0, describe(result)
+
+
+# ---------------------------------------------------------------------- failures
+def test_a_bad_key_fails_in_one_line_and_loads_nothing(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=10, limits_enabled=False)
+    warehouse = tmp_path / "signing.duckdb"
+    env = cli_env(running, key="sk_live_" + "0" * 40)
+
+    result = run_cli(load_args(warehouse), cwd=tmp_path, env=env)
+
+    line = assert_one_line_failure(result)
+    assert "401" in line or "key" in line.lower(), describe(result)
+    assert env["SOURCES__SIGNING__API_KEY"] not in result.stdout + result.stderr
+    assert not any(raw_row_counts(warehouse).values())
+
+
+def test_missing_configuration_names_the_variable_to_set(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+
+    result = run_cli(load_args(empty / "signing.duckdb"), cwd=empty, env=cli_env(None))
+
+    assert_one_line_failure(result, "SOURCES__SIGNING__API_KEY")
+    assert not any(raw_row_counts(empty / "signing.duckdb").values())
+
+
+def test_a_load_while_another_holds_the_lock_fails_and_leaves_the_warehouse_alone(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=10, limits_enabled=False)
+    warehouse = tmp_path / "signing.duckdb"
+    with pointed_at(running):
+        load_incremental(warehouse, requests_per_second=2000, burst=200)
+    admin(running, "POST", "/advance", {"days": 1})  # there is something new to load
+    before = file_digest(warehouse)
+    served = admin(running, "GET", "/state")["requests_served"]
+
+    with exclusive(warehouse):
+        result = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
+
+    assert_one_line_failure(result, "another load is running")
+    assert file_digest(warehouse) == before
+    assert admin(running, "GET", "/state")["requests_served"] == served
+
+
+# ---------------------------------------------------------------------- options
+def test_resources_option_loads_only_the_chosen_tables(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=30, limits_enabled=False)
+    warehouse = tmp_path / "signing.duckdb"
+
+    result = run_cli(
+        load_args(warehouse, "--resources", "contacts"),
+        cwd=tmp_path,
+        env=cli_env(running),
+    )
+
+    assert result.returncode == 0, describe(result)
+    loaded = {table for table, count in raw_row_counts(warehouse).items() if count}
+    assert loaded == CONTACT_TABLES
+    report = differences(warehouse, running.store)
+    assert not set(report) & CONTACT_TABLES, report
+
+
+def test_an_unknown_resource_is_a_one_line_error(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=10, limits_enabled=False)
+    warehouse = tmp_path / "signing.duckdb"
+
+    result = run_cli(
+        load_args(warehouse, "--resources", "contacts,invoices"),
+        cwd=tmp_path,
+        env=cli_env(running),
+    )
+
+    assert_one_line_failure(result, "invoices")
+    assert not any(raw_row_counts(warehouse).values())
+
+
+def test_since_that_is_not_a_date_is_a_one_line_error(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=10, limits_enabled=False)
+    warehouse = tmp_path / "signing.duckdb"
+
+    result = run_cli(
+        load_args(warehouse, "--since", "notadate"),
+        cwd=tmp_path,
+        env=cli_env(running),
+    )
+
+    assert_one_line_failure(result, "notadate")
+    assert admin(running, "GET", "/state")["requests_served"] == 0
+    assert not any(raw_row_counts(warehouse).values())
