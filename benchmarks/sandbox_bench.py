@@ -65,11 +65,11 @@ def main() -> None:
     parser.add_argument("--shipments", type=int, default=200_000)
     parser.add_argument("--pages", type=int, default=300)
     args = parser.parse_args()
-    seconds, peak_mib = measure_generation(args.shipments)
+    seconds, held_mib = measure_generation(args.shipments)
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"generate {args.shipments:,} shipments: {seconds:.1f} s, "
-        f"traced peak {peak_mib:,.0f} MiB, process max RSS {rss_mib:,.0f} MiB"
+        f"data holds {held_mib:,.0f} MiB resident, process peak RSS {rss_mib:,.0f} MiB"
     )
     latencies = sorted(measure_pages(args.shipments, args.pages))
     p50 = statistics.median(latencies)
