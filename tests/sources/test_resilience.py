@@ -66,7 +66,7 @@ def served(running: RunningSandbox) -> int:
         pytest.param(
             {"fault_429_rate": 0.3, "fault_retry_after": "zero"}, "throttled", id="429-zero"
         ),
-        pytest.param({"fault_5xx_rate": 0.3}, "retries", id="5xx"),
+        pytest.param({"fault_5xx_rate": 0.2}, "retries", id="5xx"),
         pytest.param({"fault_truncate_rate": 0.2}, "retries", id="truncated-body"),
     ],
 )
