@@ -318,8 +318,12 @@ def test_bulk_update_with_one_shared_timestamp(
     assert duplicate_keys(warehouse) == {}
     assert result.rows.get("contacts") == touched
     # Every touched contact needs reading once: pages of 200 that share 4 records with the
-    # previous one, plus two requests of slack (a last short page, a closing check).
-    bound = math.ceil(touched / (LIST_PAGE_SIZE - PAGE_OVERLAP)) + 2
+    # previous one, plus two requests of slack (a last short page, a closing check). When the
+    # bulk update falls in the same second as the run's first answer, the `Date` header (whole
+    # seconds) cannot tell it from a change made while the pass paged, and one catch-up pass
+    # reads it again; never more: that pass finds nothing new and ends the catching up.
+    one_pass = math.ceil(touched / (LIST_PAGE_SIZE - PAGE_OVERLAP)) + 2
+    bound = 2 * one_pass
     assert result.stats.by_endpoint["/contacts"] <= bound
 
 
