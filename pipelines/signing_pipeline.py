@@ -140,7 +140,7 @@ def load_incremental(
             since=since, max_requests=max_requests, stats=stats, **source_options
         )
         if resources:
-            source = source.with_resources(*_with_parents(resources))
+            source = source.with_resources(*_checked_resources(resources))
         if full_refresh:
             info = pipeline.run(source, refresh="drop_sources")
         else:
@@ -159,7 +159,8 @@ def load_incremental(
     return result
 
 
-def _with_parents(resources: Sequence[str]) -> list[str]:
+def _checked_resources(resources: Sequence[str]) -> list[str]:
+    """The chosen resources, or a one-line error naming the unknown ones."""
     unknown = sorted(set(resources) - set(RESOURCES))
     if unknown:
         raise ValueError(

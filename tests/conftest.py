@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -49,6 +50,21 @@ def client_for(running: RunningSandbox, key: str | None = None) -> httpx.Client:
         headers={"Authorization": f"Bearer {key or running.api_key}"},
         timeout=30,
     )
+
+
+def page_all(
+    client: httpx.Client, path: str, *, pause: float = 0.0, **params: Any
+) -> list[dict[str, Any]]:
+    """Every item of a list endpoint, 200 at a time (`pause` seconds between pages)."""
+    items: list[dict[str, Any]] = []
+    offset = 0
+    while True:
+        body = client.get(path, params={**params, "limit": 200, "offset": offset}).json()
+        items.extend(body["data"])
+        offset += len(body["data"])
+        if not body["data"] or offset >= body["total"]:
+            return items
+        time.sleep(pause)
 
 
 @pytest.fixture

@@ -4,11 +4,12 @@ the background while a client pages."""
 from __future__ import annotations
 
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import httpx
 
 from sandbox._model import iso
-from tests.conftest import START_MS, SandboxFactory, client_for
+from tests.conftest import START_MS, SandboxFactory, client_for, page_all
 
 
 def test_date_header_and_state_follow_the_sandbox_clock(make_sandbox: SandboxFactory) -> None:
@@ -96,24 +97,15 @@ def _ms(text: str) -> int:
 
 def _all(
     client: httpx.Client, path: str, since: int | None, pause: float = 0.0
-) -> list[dict[str, object]]:
-    import time
-
+) -> list[dict[str, Any]]:
+    """Every record of a list, archived shipments included unless the path says otherwise."""
     params: dict[str, str] = {"include_archived": "true"} if path == "/shipments" else {}
     if "?" in path:  # an explicit query overrides the default above
         path, query = path.split("?", 1)
         params = dict(pair.split("=", 1) for pair in query.split("&"))
     if since is not None:
         params["updated_since"] = iso(since) or ""
-    items: list[dict[str, object]] = []
-    offset = 0
-    while True:
-        body = client.get(path, params={**params, "limit": 200, "offset": offset}).json()
-        items.extend(body["data"])
-        offset += len(body["data"])
-        if not body["data"] or offset >= body["total"]:
-            return items
-        time.sleep(pause)
+    return page_all(client, path, pause=pause, **params)
 
 
 def test_lists_stay_exact_after_records_move(make_sandbox: SandboxFactory) -> None:

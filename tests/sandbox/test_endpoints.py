@@ -9,19 +9,7 @@ import httpx
 import pytest
 
 from sandbox import RunningSandbox
-from tests.conftest import SandboxFactory, client_for
-
-
-def page_all(client: httpx.Client, path: str, **params: Any) -> list[dict[str, Any]]:
-    """Every item of a list endpoint, 200 at a time."""
-    items: list[dict[str, Any]] = []
-    offset = 0
-    while True:
-        body = client.get(path, params={**params, "limit": 200, "offset": offset}).json()
-        items.extend(body["data"])
-        offset += len(body["data"])
-        if not body["data"] or offset >= body["total"]:
-            return items
+from tests.conftest import SandboxFactory, client_for, page_all
 
 
 def test_me_names_the_workspace_and_key(api: httpx.Client, shared_sandbox: RunningSandbox) -> None:
