@@ -8,7 +8,6 @@ import os
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +22,7 @@ from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
 from pipelines.models import ModelsResult, build_models
 from sandbox import PLAN_REQUESTS_PER_MINUTE, SandboxConfig, Store, bind, serve_forever
 from sources.signing import RunStats, SigningAPIError
+from sources.signing.helpers import parse_iso
 
 EX_TEMPFAIL = 75  # stopped early on purpose; the next run continues (sysexits.h)
 
@@ -77,7 +77,7 @@ def load(
     """
     if since is not None:
         try:
-            datetime.fromisoformat(since.replace("Z", "+00:00"))
+            parse_iso(since)
         except ValueError:
             raise fail(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)") from None
     chosen = [r.strip() for r in resources.split(",") if r.strip()] if resources else None
@@ -329,12 +329,9 @@ def _parse_start(value: str | None) -> int | None:
     if value is None:
         return None
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return int(parse_iso(value).timestamp() * 1000)  # naive means UTC
     except ValueError:
         raise typer.BadParameter("use an ISO 8601 date, e.g. 2026-01-01") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 @app.command()

@@ -67,3 +67,10 @@
 {% macro hours_between(first_at, then_at) -%}
     ({{ dbt.datediff(first_at, then_at, 'second') }} / 3600.0)
 {%- endmacro %}
+
+{#- Median and 90th percentile of a column, as `median_<name>` and `p90_<name>`: the one place
+    that spells the percentile syntax, which BigQuery writes differently. -#}
+{% macro median_and_p90(column, name) -%}
+    percentile_cont(0.5) within group (order by {{ column }}) as median_{{ name }},
+        percentile_cont(0.9) within group (order by {{ column }}) as p90_{{ name }}
+{%- endmacro %}

@@ -3,8 +3,8 @@
 -- Hours to sign are each signer's own, from the document reaching them to their signature
 -- (later signers of a sequential flow are not charged for the wait before them); hours to
 -- complete are per shipment, from sending to the last signature.
--- percentile_cont ... within group is standard SQL (DuckDB, Postgres, Snowflake, Redshift);
--- BigQuery would need approx_quantiles.
+-- percentile_cont ... within group (macro median_and_p90) is standard SQL (DuckDB, Postgres,
+-- Snowflake, Redshift); BigQuery would need approx_quantiles in that one macro.
 
 with
 
@@ -96,8 +96,7 @@ signatures_by_document as (
         workspace_id,
         document_id,
         count(*) as count_signatures,
-        percentile_cont(0.5) within group (order by hours_to_sign) as median_hours_to_sign,
-        percentile_cont(0.9) within group (order by hours_to_sign) as p90_hours_to_sign
+        {{ median_and_p90('hours_to_sign', 'hours_to_sign') }}
 
     from signers
     group by 1, 2
@@ -110,10 +109,7 @@ completions_by_document as (
         workspace_id,
         document_id,
         count(*) as count_shipments_completed,
-        percentile_cont(0.5) within group (order by hours_to_completion)
-            as median_hours_to_complete,
-        percentile_cont(0.9) within group (order by hours_to_completion)
-            as p90_hours_to_complete
+        {{ median_and_p90('hours_to_completion', 'hours_to_complete') }}
 
     from completions
     group by 1, 2
@@ -126,8 +122,7 @@ signatures_by_week as (
         workspace_id,
         sent_week,
         count(*) as count_signatures,
-        percentile_cont(0.5) within group (order by hours_to_sign) as median_hours_to_sign,
-        percentile_cont(0.9) within group (order by hours_to_sign) as p90_hours_to_sign
+        {{ median_and_p90('hours_to_sign', 'hours_to_sign') }}
 
     from signers
     group by 1, 2
@@ -140,10 +135,7 @@ completions_by_week as (
         workspace_id,
         sent_week,
         count(*) as count_shipments_completed,
-        percentile_cont(0.5) within group (order by hours_to_completion)
-            as median_hours_to_complete,
-        percentile_cont(0.9) within group (order by hours_to_completion)
-            as p90_hours_to_complete
+        {{ median_and_p90('hours_to_completion', 'hours_to_complete') }}
 
     from completions
     group by 1, 2
