@@ -4,20 +4,26 @@ Public surface: `SandboxConfig` to describe an instance, `RunningSandbox` to ser
 loopback, `Store` for its data, and `signature` to check webhook deliveries.
 """
 
-from ._model import WEBHOOK_EVENTS
+from ._model import JSON, WEBHOOK_EVENTS, Contact, Document, Recipient, Shipment, iso
 from ._server import RunningSandbox, bind, serve_forever
 from ._simulation import Behaviour
 from ._store import PLAN_REQUESTS_PER_MINUTE, SandboxConfig, Store
 from ._webhooks import signature
 
 __all__ = [
+    "JSON",
     "PLAN_REQUESTS_PER_MINUTE",
     "WEBHOOK_EVENTS",
     "Behaviour",
+    "Contact",
+    "Document",
+    "Recipient",
     "RunningSandbox",
     "SandboxConfig",
+    "Shipment",
     "Store",
     "bind",
+    "iso",
     "serve_forever",
     "signature",
 ]
