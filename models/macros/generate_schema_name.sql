@@ -1,6 +1,6 @@
 {#-
     Models land in exactly the schema they configure (`staging`, `marts`), not in
-    `<target schema>_staging` as dbt's default would name it (DESIGN.md: warehouse layout).
+    `<target schema>_staging` as dbt's default would name it (docs/design.md, warehouse layout).
 -#}
 {% macro generate_schema_name(custom_schema_name, node) -%}
     {%- if custom_schema_name is none -%}
