@@ -4,7 +4,6 @@ logic of its own."""
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -15,14 +14,16 @@ import typer
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
 from dlt.pipeline.exceptions import PipelineStepFailed
 from rich.console import Console
+from rich.progress import Progress as RichProgress
+from rich.progress import ProgressColumn, SpinnerColumn, Task, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from pipelines import signing_pipeline as pipeline
 from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
 from pipelines.models import ModelsResult, build_models
 from sandbox import PLAN_REQUESTS_PER_MINUTE, SandboxConfig, Store, bind, serve_forever
-from sources.signing import RunStats, SigningAPIError
-from sources.signing.helpers import parse_iso
+from sources.signing import RunStats, SigningAPIError, parse_iso
 
 EX_TEMPFAIL = 75  # stopped early on purpose; the next run continues (sysexits.h)
 
@@ -218,8 +219,8 @@ def status(
     else:
         out.print("Last run: none recorded")
     cursors = Table("list", "next run reads changes since", title="Cursors")
-    for name, value in sorted(found.cursors.items()):
-        cursors.add_row(name, value + ("  (pass interrupted)" if name in found.interrupted else ""))
+    for name, since in found.cursors.items():
+        cursors.add_row(name, since + ("  (pass interrupted)" if name in found.interrupted else ""))
     out.print(cursors)
     counts = Table("table", "rows", title=f"raw.* in {duckdb}")
     for table, count in found.row_counts.items():
@@ -287,41 +288,60 @@ def _reason(error: PipelineStepFailed) -> str:
     return f"the {error.step} step failed: {type(error.exception).__name__}: {first_line}"
 
 
+class _StatsColumn(ProgressColumn):
+    """The run's counters, read at each refresh."""
+
+    def __init__(self, stats: RunStats) -> None:
+        super().__init__()
+        self._stats = stats
+
+    def render(self, task: Task) -> Text:
+        return Text(_counts_line(self._stats), overflow="ellipsis", no_wrap=True)
+
+
+def _counts_line(stats: RunStats) -> str:
+    rows = ", ".join(f"{t} {n:,}" for t, n in sorted(stats.rows.items())) or "starting"
+    return f"{stats.requests:,} requests, {stats.throttled} 429s | {rows}"
+
+
 class Progress:
-    """Counts on one refreshing stderr line while a run works (plain lines when not a TTY)."""
+    """Counts while a run works: a live rich.progress line on a terminal; elsewhere (cron
+    logs) one plain line every 15 s."""
 
     def __init__(self, stats: RunStats) -> None:
         self._stats = stats
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._tty = sys.stderr.isatty()
+        self._live: RichProgress | None = None
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Progress:
         self._started = time.monotonic()
-        self._thread.start()
+        if err.is_terminal:
+            self._live = RichProgress(
+                SpinnerColumn(),
+                TimeElapsedColumn(),
+                _StatsColumn(self._stats),
+                console=err,
+                transient=True,
+            )
+            self._live.add_task("load", total=None)
+            self._live.start()
+        else:
+            self._thread = threading.Thread(target=self._log_lines, daemon=True)
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._done.set()
-        self._thread.join()
-        if self._tty:
-            sys.stderr.write("\r\033[K")
+        if self._live is not None:
+            self._live.stop()
+        if self._thread is not None:
+            self._thread.join()
 
-    def _line(self) -> str:
-        stats = self._stats
-        rows = ", ".join(f"{t} {n:,}" for t, n in sorted(stats.rows.items())) or "starting"
-        return (
-            f"{time.monotonic() - self._started:5.0f} s  {stats.requests:,} requests, "
-            f"{stats.throttled} 429s | {rows}"
-        )
-
-    def _run(self) -> None:
-        every = 0.5 if self._tty else 15.0
-        while not self._done.wait(every):
-            if self._tty:
-                sys.stderr.write("\r\033[K" + self._line()[: os.get_terminal_size().columns - 1])
-            else:
-                sys.stderr.write(self._line() + "\n")
+    def _log_lines(self) -> None:
+        while not self._done.wait(15.0):
+            elapsed = time.monotonic() - self._started
+            sys.stderr.write(f"{elapsed:5.0f} s  {_counts_line(self._stats)}\n")
             sys.stderr.flush()
 
 

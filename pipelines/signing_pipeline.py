@@ -18,9 +18,8 @@ from typing import Any
 
 import dlt
 import duckdb
-from dlt.common.pipeline import LoadInfo
 
-from sources.signing import RunStats, signing_source
+from sources.signing import ResourceSyncStatus, RunStats, describe_sync, signing_source
 
 PIPELINE_NAME = "signing"
 DATASET = "raw"
@@ -65,7 +64,6 @@ class LoadResult:
     stats: RunStats
     rows: dict[str, int] = field(default_factory=dict)
     stopped: str | None = None
-    load_info: LoadInfo | None = None
     step_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -142,9 +140,9 @@ def load_incremental(
         if resources:
             source = source.with_resources(*_checked_resources(resources))
         if full_refresh:
-            info = pipeline.run(source, refresh="drop_sources")
+            pipeline.run(source, refresh="drop_sources")
         else:
-            info = pipeline.run(source)
+            pipeline.run(source)
         rows = _row_counts(pipeline)
         result = LoadResult(
             started,
@@ -152,7 +150,6 @@ def load_incremental(
             stats,
             rows,
             stats.stop_reason,
-            info,
             _step_seconds(pipeline),
         )
         _record_run(pipeline, result)
@@ -221,9 +218,22 @@ class Status:
 
     warehouse: Path
     last_run: dict[str, Any] | None
-    cursors: dict[str, str]
-    interrupted: list[str]
+    resources: list[ResourceSyncStatus]
     row_counts: dict[str, int]
+
+    @property
+    def cursors(self) -> dict[str, str]:
+        """Per list: the time the next run reads changes from."""
+        return {
+            r.name: r.cursor or "(first pass not finished)"
+            for r in self.resources
+            if r.cursor or r.interrupted
+        }
+
+    @property
+    def interrupted(self) -> list[str]:
+        """The lists whose last pass a stop cut short."""
+        return [r.name for r in self.resources if r.interrupted]
 
 
 def status(warehouse: Path = DEFAULT_WAREHOUSE) -> Status:
@@ -250,15 +260,7 @@ def status(warehouse: Path = DEFAULT_WAREHOUSE) -> Status:
             names = [d[0] for d in cursor.description or []]
             found = cursor.fetchone()
             last_run = dict(zip(names, found, strict=True)) if found else None
-    state = _pipeline_state(warehouse)
-    resources = state.get("sources", {}).get("signing", {}).get("resources", {})
-    cursors = {
-        name: r.get("cursor") or "(first pass not finished)"
-        for name, r in resources.items()
-        if r.get("cursor") or r.get("pass")
-    }
-    interrupted = sorted(name for name, r in resources.items() if r.get("pass"))
-    return Status(warehouse, last_run, cursors, interrupted, counts)
+    return Status(warehouse, last_run, describe_sync(_pipeline_state(warehouse)), counts)
 
 
 def _pipeline_state(warehouse: Path) -> dict[str, Any]:

@@ -1,70 +1,59 @@
 """dlt source of the electronic signing service's API v1: every entity, incremental on
-`updated_since`, paced to the service's limits, and merged so nothing is lost or doubled."""
+`updated_since`, paced to the service's limits, and merged so nothing is lost or doubled.
+
+The resources are defined at module level and bound to one `SyncContext` (client, workspace,
+options) when the source is built; the algorithms live in the modules they are named after:
+`incremental` (passes over a changing list), `paging`, `children`, `rows`, `client`, `pacing`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import dlt
 from dlt.sources import DltResource
 
 from . import settings
-from .client import (
+from .children import fetch_for_each
+from .client import SigningClient
+from .context import SyncContext
+from .errors import (
     AuthError,
     DailyLimitReached,
-    Pacer,
     RequestBudgetExhausted,
-    RunStats,
     RunStopped,
     SigningAPIError,
-    SigningClient,
 )
-from .helpers import (
-    SyncContext,
+from .incremental import ResourceSyncStatus, describe_sync, incremental_pass
+from .pacing import Pacer
+from .paging import Record, fingerprint
+from .rows import (
     audit_event_rows,
-    fetch_for_each,
     field_rows,
-    incremental_pass,
     shape_contact,
     shape_document,
     shape_shipment,
+    webhook_rows,
+    workspace_row,
 )
-from .paging import Record, fingerprint
+from .stats import RunStats
+from .times import parse_iso, to_iso
 
 __all__ = [
     "AuthError",
     "DailyLimitReached",
     "RequestBudgetExhausted",
+    "ResourceSyncStatus",
     "RunStats",
     "RunStopped",
     "SigningAPIError",
+    "describe_sync",
+    "parse_iso",
     "signing_source",
+    "to_iso",
 ]
-
-
-def _columns(table: str, **extra: dict[str, Any]) -> Any:
-    """Column hints: UTC timestamps, booleans, and the merge tie-breaker `_fetch_seq`."""
-    columns: dict[str, dict[str, Any]] = {
-        name: {"data_type": "timestamp", "timezone": True}
-        for name in settings.TIMESTAMP_COLUMNS.get(table, ())
-    }
-    columns.update(
-        {name: {"data_type": "bool"} for name in settings.BOOLEAN_COLUMNS.get(table, ())}
-    )
-    columns["workspace_id"] = {"data_type": "text", "nullable": False}
-    columns["_fetch_seq"] = {"data_type": "bigint", "dedup_sort": "desc"}
-    columns.update(extra)
-    return {name: {"name": name, **hints} for name, hints in columns.items()}
-
-
-def _nested(table: str) -> Any:
-    return {
-        "columns": {
-            name: {"name": name, "data_type": "timestamp", "timezone": True}
-            for name in settings.TIMESTAMP_COLUMNS.get(table, ())
-        }
-    }
 
 
 @dlt.source(name="signing", max_table_nesting=1)
@@ -96,190 +85,46 @@ def signing_source(
         stats: a `RunStats` to count requests, 429s and waits into.
     """
     run_stats = stats if isinstance(stats, RunStats) else RunStats()
+    pacer = Pacer(requests_per_second, burst, stats=run_stats)
     client = SigningClient(
-        base_url,
-        api_key,
-        stats=run_stats,
-        pacer=Pacer(requests_per_second, burst, stats=run_stats),
-        max_requests=max_requests,
+        base_url, api_key, stats=run_stats, pacer=pacer, max_requests=max_requests
     )
-    context = SyncContext(
-        client,
-        initial_since=since,
-        lag_seconds=lag_seconds,
-        page_size=page_size,
-        concurrency=concurrency,
-    )
-
-    @dlt.resource(write_disposition="merge", primary_key="id", columns=_columns("workspaces"))
-    def workspaces() -> Iterator[list[Record]]:
-        """The workspace the key belongs to (GET /me), one row."""
-        state = dlt.current.resource_state()
-        me = context.workspace()
-        row = {
-            **me["workspace"],
-            "workspace_id": me["workspace"]["id"],
-            "key_name": me.get("key_name"),
-            "api_version": me.get("api_version"),
-        }
-        digest = fingerprint(row)
-        if state.get("fingerprint") != digest:
-            yield context.counted("workspaces", context.stamp([row]))
-            state["fingerprint"] = digest
-
-    @dlt.resource(
-        write_disposition="merge",
-        primary_key="id",
-        columns=_columns("documents"),
-    )
-    def documents() -> Iterator[list[Record]]:
-        """Changed documents, read whole: blocks and theme come only from GET /documents/{id}."""
-        state = dlt.current.resource_state()
-        pending: dict[str, int] = state.setdefault("pending_details", {})
-
-        def detail(document_id: str) -> list[Record]:
-            body, _ = client.get(f"/documents/{document_id}")
-            return context.stamp([shape_document(body["data"], context.workspace_id)])
-
-        try:
-            yield from _counted(
-                context, "documents", fetch_for_each(context, list(pending), detail, pending)
-            )
-            for page in incremental_pass(context, "documents", state):
-                changed = [d["id"] for d in page]
-                yield from _counted(
-                    context, "documents", fetch_for_each(context, changed, detail, pending)
-                )
-        except RunStopped:
-            return
-
-    @dlt.resource(name="shipment_changes", selected=False)
-    def shipment_changes() -> Iterator[dict[str, Any]]:
-        """Pages of shipments changed since the cursor; feeds the three shipment tables.
-
-        The first item is always a kick so that children left unfinished by a stopped run
-        are fetched even when nothing changed since."""
-        state = dlt.current.resource_state()
-        yield {"kick": True, "shipments": []}
-        try:
-            for page in incremental_pass(context, "shipments", state):
-                yield {"kick": False, "shipments": page}
-        except RunStopped:
-            return
-
-    @dlt.transformer(
-        data_from=shipment_changes,
-        write_disposition="merge",
-        primary_key="id",
-        columns=_columns("shipments"),
-        nested_hints={"recipients": _nested("shipments__recipients")},
-    )
-    def shipments(item: dict[str, Any]) -> Iterator[list[Record]]:
-        """Shipments with their recipients (archived included)."""
-        if item["shipments"]:
-            ws = context.workspace_id
-            yield context.counted("shipments", [shape_shipment(s, ws) for s in item["shipments"]])
-
-    def child_transformer(table: str, fetch_one: Any) -> Any:
-        def run(item: dict[str, Any]) -> Iterator[list[Record]]:
-            state = dlt.current.resource_state()
-            pending: dict[str, int] = state.setdefault("pending", {})
-            # dlt interleaves this generator's calls: only the first (kick) item takes the
-            # backlog a stopped run left, or two calls would fetch the same ids.
-            backlog = list(pending) if item["kick"] else []
-            ids = backlog + [s["id"] for s in item["shipments"]]
-            try:
-                yield from _counted(
-                    context, table, fetch_for_each(context, ids, fetch_one, pending)
-                )
-            except RunStopped:
-                return
-
-        return run
-
-    def events_of(shipment_id: str) -> list[Record]:
-        body, _ = client.get(f"/shipments/{shipment_id}/events", {"limit": settings.EVENTS_LIMIT})
-        return context.stamp(
-            audit_event_rows(shipment_id, list(body["data"]), context.workspace_id)
-        )
-
-    def fields_of(shipment_id: str) -> list[Record]:
-        body, _ = client.get(f"/shipments/{shipment_id}/fields")
-        return context.stamp(field_rows(body, context.workspace_id))
-
-    audit_events = dlt.transformer(
-        child_transformer("audit_events", events_of),
-        data_from=shipment_changes,
-        name="audit_events",
-        write_disposition="merge",
-        primary_key="id",
-        columns=_columns("audit_events"),
-    )
-    shipment_fields = dlt.transformer(
-        child_transformer("shipment_fields", fields_of),
-        data_from=shipment_changes,
-        name="shipment_fields",
-        write_disposition="merge",
-        primary_key=("shipment_id", "recipient_id", "field_id"),
-        columns=_columns(
-            "shipment_fields", value={"data_type": "text"}, placeholders={"data_type": "json"}
-        ),
-    )
-
-    @dlt.resource(
-        write_disposition="merge",
-        primary_key="id",
-        columns=_columns("contacts"),
-    )
-    def contacts() -> Iterator[list[Record]]:
-        """Contacts; custom properties as `contacts__custom` key/value rows."""
-        state = dlt.current.resource_state()
-
-        try:
-            for page in incremental_pass(context, "contacts", state):
-                ws = context.workspace_id
-                yield context.counted("contacts", [shape_contact(c, ws) for c in page])
-        except RunStopped:
-            return
-
-    @dlt.resource(
-        write_disposition="merge",
-        primary_key="id",
-        columns=_columns(
-            "webhooks",
-            deleted={"data_type": "bool", "hard_delete": True},
-            last_error={"data_type": "text"},
-        ),
-    )
-    def webhooks() -> Iterator[list[Record]]:
-        """Webhook subscriptions (the list is small and unpaged); deleted ones are removed."""
-        state = dlt.current.resource_state()
-        try:
-            body, _ = client.get("/webhooks")
-        except RunStopped:
-            return
-        ws = context.workspace_id
-        loaded: dict[str, str] = state.setdefault("fingerprints", {})
-        current: dict[str, Record] = {}
-        for hook in body.get("data") or []:
-            row = {k: v for k, v in hook.items() if k != "secret"}  # never stored, even if sent
-            current[row["id"]] = {**row, "workspace_id": ws, "deleted": False}
-        changed = [row for i, row in current.items() if loaded.get(i) != fingerprint(row)]
-        gone = [{"id": i, "workspace_id": ws, "deleted": True} for i in loaded if i not in current]
-        state["fingerprints"] = {i: fingerprint(row) for i, row in current.items()}
-        if changed or gone:
-            yield context.counted("webhooks", context.stamp(changed + gone))
-
+    context = SyncContext(client, since, lag_seconds, page_size, concurrency)
+    changes = shipment_changes(context)
     return (
-        workspaces,
-        documents,
-        shipment_changes,
-        shipments,
-        audit_events,
-        shipment_fields,
-        contacts,
-        webhooks,
+        workspaces(context),
+        documents(context),
+        changes,
+        changes | shipments(context),
+        changes | audit_events(context),
+        changes | shipment_fields(context),
+        contacts(context),
+        webhooks(context),
     )
+
+
+def _columns(table: str, **extra: dict[str, Any]) -> Any:
+    """Column hints: UTC timestamps, booleans, and the merge tie-breaker `_fetch_seq`."""
+    columns: dict[str, dict[str, Any]] = {
+        name: {"data_type": "timestamp", "timezone": True}
+        for name in settings.TIMESTAMP_COLUMNS.get(table, ())
+    }
+    columns.update(
+        {name: {"data_type": "bool"} for name in settings.BOOLEAN_COLUMNS.get(table, ())}
+    )
+    columns["workspace_id"] = {"data_type": "text", "nullable": False}
+    columns["_fetch_seq"] = {"data_type": "bigint", "dedup_sort": "desc"}
+    columns.update(extra)
+    return {name: {"name": name, **hints} for name, hints in columns.items()}
+
+
+def _nested(table: str) -> Any:
+    return {
+        "columns": {
+            name: {"name": name, "data_type": "timestamp", "timezone": True}
+            for name in settings.TIMESTAMP_COLUMNS.get(table, ())
+        }
+    }
 
 
 def _counted(
@@ -287,3 +132,150 @@ def _counted(
 ) -> Iterator[list[Record]]:
     for rows in batches:
         yield context.counted(table, rows)
+
+
+@dlt.resource(write_disposition="merge", primary_key="id", columns=_columns("workspaces"))
+def workspaces(context: SyncContext) -> Iterator[list[Record]]:
+    """The workspace the key belongs to (GET /me), one row, loaded when it changed."""
+    state = dlt.current.resource_state()
+    row = workspace_row(context.me())
+    digest = fingerprint(row)
+    if state.get("fingerprint") != digest:
+        yield context.counted("workspaces", context.stamp([row]))
+        state["fingerprint"] = digest
+
+
+def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
+    body, _ = context.client.get(f"/documents/{document_id}")
+    return context.stamp([shape_document(body["data"], context.workspace_id)])
+
+
+@dlt.resource(write_disposition="merge", primary_key="id", columns=_columns("documents"))
+def documents(context: SyncContext) -> Iterator[list[Record]]:
+    """Changed documents, read whole: blocks and theme come only from GET /documents/{id}."""
+    state = dlt.current.resource_state()
+    pending: dict[str, int] = state.setdefault("pending_details", {})
+    detail = partial(_document_detail, context)
+    try:
+        yield from _counted(
+            context, "documents", fetch_for_each(context, list(pending), detail, pending)
+        )
+        for page in incremental_pass(context, "documents", state):
+            changed = [d["id"] for d in page]
+            yield from _counted(
+                context, "documents", fetch_for_each(context, changed, detail, pending)
+            )
+    except RunStopped:
+        return
+
+
+@dlt.resource(selected=False)
+def shipment_changes(context: SyncContext) -> Iterator[dict[str, Any]]:
+    """Pages of shipments changed since the cursor; feeds the three shipment tables.
+
+    The first item is always a kick so that children left unfinished by a stopped run are
+    fetched even when nothing changed since."""
+    state = dlt.current.resource_state()
+    yield {"kick": True, "shipments": []}
+    try:
+        for page in incremental_pass(context, "shipments", state):
+            yield {"kick": False, "shipments": page}
+    except RunStopped:
+        return
+
+
+@dlt.transformer(
+    write_disposition="merge",
+    primary_key="id",
+    columns=_columns("shipments"),
+    nested_hints={"recipients": _nested("shipments__recipients")},
+)
+def shipments(item: dict[str, Any], context: SyncContext) -> Iterator[list[Record]]:
+    """Shipments with their recipients (archived included)."""
+    if item["shipments"]:
+        ws = context.workspace_id
+        yield context.counted("shipments", [shape_shipment(s, ws) for s in item["shipments"]])
+
+
+def _children_of(
+    context: SyncContext, table: str, item: dict[str, Any], fetch_one: Any
+) -> Iterator[list[Record]]:
+    """Rows of one child endpoint for the shipments of `item`, plus (on the kick) the backlog
+    a stopped run left in this transformer's state."""
+    state = dlt.current.resource_state()
+    pending: dict[str, int] = state.setdefault("pending", {})
+    # dlt interleaves this generator's calls: only the first (kick) item takes the backlog a
+    # stopped run left, or two calls would fetch the same ids.
+    backlog = list(pending) if item["kick"] else []
+    ids = backlog + [s["id"] for s in item["shipments"]]
+    try:
+        yield from _counted(context, table, fetch_for_each(context, ids, fetch_one, pending))
+    except RunStopped:
+        return
+
+
+def _events_of(context: SyncContext, shipment_id: str) -> list[Record]:
+    path = f"/shipments/{shipment_id}/events"
+    body, _ = context.client.get(path, {"limit": settings.EVENTS_LIMIT})
+    return context.stamp(audit_event_rows(shipment_id, list(body["data"]), context.workspace_id))
+
+
+def _fields_of(context: SyncContext, shipment_id: str) -> list[Record]:
+    body, _ = context.client.get(f"/shipments/{shipment_id}/fields")
+    return context.stamp(field_rows(body, context.workspace_id))
+
+
+@dlt.transformer(write_disposition="merge", primary_key="id", columns=_columns("audit_events"))
+def audit_events(item: dict[str, Any], context: SyncContext) -> Iterator[list[Record]]:
+    """The audit trail of each changed shipment, one row per event."""
+    yield from _children_of(context, "audit_events", item, partial(_events_of, context))
+
+
+@dlt.transformer(
+    write_disposition="merge",
+    primary_key=("shipment_id", "recipient_id", "field_id"),
+    columns=_columns(
+        "shipment_fields", value={"data_type": "text"}, placeholders={"data_type": "json"}
+    ),
+)
+def shipment_fields(item: dict[str, Any], context: SyncContext) -> Iterator[list[Record]]:
+    """Filled-in field values of each changed shipment, one row per recipient and field."""
+    yield from _children_of(context, "shipment_fields", item, partial(_fields_of, context))
+
+
+@dlt.resource(write_disposition="merge", primary_key="id", columns=_columns("contacts"))
+def contacts(context: SyncContext) -> Iterator[list[Record]]:
+    """Contacts; custom properties as `contacts__custom` key/value rows."""
+    state = dlt.current.resource_state()
+    try:
+        for page in incremental_pass(context, "contacts", state):
+            ws = context.workspace_id
+            yield context.counted("contacts", [shape_contact(c, ws) for c in page])
+    except RunStopped:
+        return
+
+
+@dlt.resource(
+    write_disposition="merge",
+    primary_key="id",
+    columns=_columns(
+        "webhooks",
+        deleted={"data_type": "bool", "hard_delete": True},
+        last_error={"data_type": "text"},
+    ),
+)
+def webhooks(context: SyncContext) -> Iterator[list[Record]]:
+    """Webhook subscriptions (the list is small and unpaged); deleted ones are removed."""
+    state = dlt.current.resource_state()
+    try:
+        body, _ = context.client.get("/webhooks")
+    except RunStopped:
+        return
+    ws = context.workspace_id
+    loaded: dict[str, str] = state.setdefault("fingerprints", {})
+    current = webhook_rows(list(body.get("data") or []), ws)
+    changed = [row for i, row in current.items() if loaded.get(i) != fingerprint(row)]
+    gone = [{"id": i, "workspace_id": ws, "deleted": True} for i in loaded if i not in current]
+    state["fingerprints"] = {i: fingerprint(row) for i, row in current.items()}
+    if changed or gone:
+        yield context.counted("webhooks", context.stamp(changed + gone))

@@ -2,7 +2,7 @@
 
 Offset paging over a changing list skips records: when a record on an already-read page
 changes and moves, the records after it shift, and the one at the page edge is never read
-(see DESIGN.md, hazards). Shipments carry no `updated_at`, so keyset paging is not available.
+(see docs/design.md, hazards). Shipments carry no `updated_at`, so keyset paging is not available.
 
 What holds whatever the order: records that do not change keep their relative order and their
 content. So every request overlaps the previous page, and the page is cut after the last record

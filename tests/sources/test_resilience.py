@@ -20,21 +20,23 @@ import pytest
 from pipelines.signing_pipeline import load_incremental
 from pipelines.signing_pipeline import status as pipeline_status
 from sandbox import RunningSandbox
-from sources.signing.helpers import parse_iso
-from tests.conftest import SandboxFactory
-from tests.pipelines import (
+from sources.signing import parse_iso
+from tests.support import (
+    FAST,
+    SandboxFactory,
     admin,
     cli_env,
     describe,
+    differences,
+    duplicate_keys,
     load_args,
     message_lines,
+    pointed_at,
     raw_row_counts,
     run_cli,
     start_cli,
 )
-from tests.sources.truth import differences, duplicate_keys, pointed_at
 
-FAST: dict[str, Any] = {"requests_per_second": 2000, "burst": 200}
 # Limits that never bind, for tests about one other limit.
 UNBOUND = {"requests_per_second": 1000, "burst": 1000, "requests_per_minute": 100_000}
 CONTACT_TABLES = {"contacts", "contacts__custom"}

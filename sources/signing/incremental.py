@@ -1,0 +1,231 @@
+"""Incremental passes over a list endpoint that changes while it is read, and their typed state.
+
+A pass pages through the records changed since the saved cursor (`updated_since`). A pass that
+took more than one request may have missed records that changed while it paged (their new
+`updated_at` lies after its start); catch-up passes re-read from its start until one pass fits
+in a single response, a consistent snapshot. So a run leaves the warehouse equal to the service
+as of its last request, not merely "eventually" equal.
+
+The cursor is the service's time (its `Date` header) when the run's first pass began, minus a
+lag; never a record's `updated_at` (shipments have none) and never this machine's clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import settings
+from .context import SyncContext
+from .errors import RunStopped
+from .paging import ListPage, PagerPosition, Record, anchored_pages, fingerprint
+from .times import parse_iso, to_iso
+
+log = logging.getLogger(__name__)
+
+
+def _time_or_none(text: str | None) -> datetime | None:
+    return parse_iso(text) if text else None
+
+
+def _iso_or_none(moment: datetime | None) -> str | None:
+    return to_iso(moment) if moment else None
+
+
+@dataclass
+class InterruptedPass:
+    """A pass a stop cut short: where it resumes, and what it had fetched so far.
+
+    Its times are the service's; a pass stopped before its first answer keeps them unknown
+    and learns them when it resumes."""
+
+    since: str | None
+    started: datetime | None = None
+    first_started: datetime | None = None
+    position: PagerPosition = field(default_factory=PagerPosition)
+    fetched: dict[str, str] = field(default_factory=dict)
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "since": self.since,
+            "started": _iso_or_none(self.started),
+            "first_started": _iso_or_none(self.first_started),
+            "position": self.position.to_state(),
+            "fetched": self.fetched,
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> InterruptedPass:
+        started = _time_or_none(state.get("started"))
+        return cls(
+            since=state.get("since"),
+            started=started,
+            first_started=_time_or_none(state.get("first_started")) or started,
+            position=PagerPosition.from_state(state.get("position")),
+            fetched=dict(state.get("fetched", {})),
+        )
+
+
+@dataclass
+class ListSync:
+    """What one list endpoint's sync keeps between runs.
+
+    `cursor`: the ISO time the next run reads changes from. `known`: fingerprints of what the
+    last run loaded and the next may return again, so a run with no change loads no row.
+    `interrupted`: a pass a stop cut short."""
+
+    cursor: str | None = None
+    known: dict[str, str] = field(default_factory=dict)
+    interrupted: InterruptedPass | None = None
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> ListSync:
+        interrupted = state.get("pass")
+        return cls(
+            cursor=state.get("cursor"),
+            known=state.get("known", {}),
+            interrupted=InterruptedPass.from_state(interrupted) if interrupted else None,
+        )
+
+    def to_state(self, state: dict[str, Any]) -> None:
+        """Write into a resource's dlt state (the keys stay as earlier versions wrote them)."""
+        if self.cursor is not None:
+            state["cursor"] = self.cursor
+        state["known"] = self.known
+        if self.interrupted is None:
+            state.pop("pass", None)
+        else:
+            state["pass"] = self.interrupted.to_state()
+
+
+def incremental_pass(
+    context: SyncContext, name: str, state: dict[str, Any]
+) -> Iterator[list[Record]]:
+    """Pages of records of list endpoint `name` that changed since the saved cursor.
+
+    `state` is the resource's dlt state; on a stop it keeps the interrupted pass, otherwise the
+    new cursor and the fingerprints of what the next run may read again."""
+    sync = ListSync.from_state(state)
+    current = sync.interrupted or InterruptedPass(since=sync.cursor or context.initial_since)
+    pager = _Pass(context, name, current, sync.known)
+    try:
+        yield from pager.rounds()
+    except RunStopped:
+        sync.interrupted = current
+        sync.to_state(state)
+        raise
+    sync.cursor = to_iso(pager.cursor())
+    sync.known = current.fetched
+    sync.interrupted = None
+    sync.to_state(state)
+
+
+class _Pass:
+    """The passes of one run over one list, moving `current` along as pages arrive."""
+
+    def __init__(
+        self,
+        context: SyncContext,
+        name: str,
+        current: InterruptedPass,
+        known: dict[str, str],
+    ) -> None:
+        self.context = context
+        self.name = name
+        self.path, self.extra = settings.LIST_ENDPOINTS[name]
+        self.current = current
+        self.known = known
+        self.requests = 0
+
+    def rounds(self) -> Iterator[list[Record]]:
+        """The first pass, then catch-up passes while the previous one saw changes."""
+        current = self.current
+        for round_number in range(settings.MAX_CATCH_UP_PASSES + 1):
+            changed_in_pass = 0
+            for fresh in anchored_pages(
+                self._fetch,
+                page_size=self.context.page_size,
+                overlap=settings.PAGE_OVERLAP,
+                position=current.position,
+            ):
+                current.first_started = current.first_started or current.started
+                changed = self._changed(fresh)
+                changed_in_pass += len(changed)
+                if changed:
+                    yield self.context.stamp(changed)
+            current.first_started = current.first_started or current.started
+            done = self.requests <= 1 or (round_number > 0 and not changed_in_pass)
+            if done or round_number == settings.MAX_CATCH_UP_PASSES:
+                return
+            # Catch up on what changed while this pass paged: from its exact start, since the
+            # run's cursor keeps the lag for anything stamped a little early.
+            log.info("%s: %d requests in the pass; catching up", self.name, self.requests)
+            assert current.started is not None
+            current.since, current.started = to_iso(current.started), None
+            current.position = PagerPosition()
+            self.requests = 0
+
+    def cursor(self) -> datetime:
+        """Where the next run starts: the first pass's start minus the lag, and a second more
+        because `Date` has whole seconds."""
+        started = self.current.first_started
+        assert started is not None
+        return started - timedelta(seconds=self.context.lag_seconds + 1)
+
+    def _fetch(self, offset: int) -> ListPage:
+        params: dict[str, str | int] = {
+            **self.extra,
+            "limit": self.context.page_size,
+            "offset": offset,
+        }
+        if self.current.since:
+            params["updated_since"] = self.current.since
+        body, answered_at = self.context.client.get(self.path, params)
+        self.requests += 1
+        if self.current.started is None:
+            self.current.started = answered_at
+        return ListPage(list(body["data"]), int(body["total"]))
+
+    def _changed(self, fresh: list[Record]) -> list[Record]:
+        """The records not loaded before with this content; remembers what the next run can
+        return again: every shipment (they have no updated_at), and for the other lists the
+        records at or after the cursor."""
+        cursor = self.cursor()
+        fetched = self.current.fetched
+        changed = []
+        for record in fresh:
+            digest = fingerprint(record)
+            if self.known.get(record["id"]) != digest and fetched.get(record["id"]) != digest:
+                changed.append(dict(record))
+            stamp = record.get("updated_at")
+            if not isinstance(stamp, str) or parse_iso(stamp) >= cursor:
+                fetched[record["id"]] = digest
+        return changed
+
+
+@dataclass(frozen=True)
+class ResourceSyncStatus:
+    """How far one resource's sync has come, for `signing-etl status`."""
+
+    name: str
+    cursor: str | None
+    interrupted: bool
+    pending_children: int
+
+
+def describe_sync(pipeline_state: Mapping[str, Any]) -> list[ResourceSyncStatus]:
+    """The sync state of every resource that keeps one, read from a pipeline's dlt state, so
+    that callers never read its raw keys."""
+    resources: Mapping[str, Any] = (
+        pipeline_state.get("sources", {}).get("signing", {}).get("resources", {})
+    )
+    described = []
+    for name, state in sorted(resources.items()):
+        sync = ListSync.from_state(state)
+        pending = len(state.get("pending", {})) + len(state.get("pending_details", {}))
+        if sync.cursor or sync.interrupted or pending:
+            described.append(ResourceSyncStatus(name, sync.cursor, bool(sync.interrupted), pending))
+    return described

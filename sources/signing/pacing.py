@@ -1,0 +1,140 @@
+"""The pacer: admits requests so that the service never has to refuse one.
+
+It starts from the reference's stated rate (10/s, burst 40) and then follows the service: it
+never sends while the last response said no request is left (`X-RateLimit-Remaining` minus the
+requests still in flight), waits `X-RateLimit-Reset` or `Retry-After` when told to, and slows to
+a per-minute plan limit once the headers reveal one (an empty bucket whose reset is two seconds
+or more away). One pacer is shared by every resource and thread of a run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from . import settings
+from .errors import RequestBudgetExhausted
+from .stats import RunStats
+
+
+class Pacer:
+    """Admits requests so that the service never has to refuse one; thread-safe."""
+
+    def __init__(
+        self,
+        rate: float = settings.REQUESTS_PER_SECOND,
+        burst: int = settings.BURST,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        stats: RunStats | None = None,
+        budget: int | None = None,
+    ) -> None:
+        self.rate = rate
+        self.budget = budget
+        self.burst = burst
+        self._clock = clock
+        self._stats = stats or RunStats()
+        self._cond = threading.Condition()
+        self._tokens = float(burst)
+        self._refilled = clock()
+        self._not_before = 0.0
+        self._server_left: int | None = None
+        self._in_flight = 0
+        self._sent = 0  # requests numbered in the order they were let go
+        self._learned_from = 0  # the newest request whose response updated `_server_left`
+        self._cancelled: BaseException | None = None
+
+    def cancel(self, reason: BaseException) -> None:
+        """Wake every waiting thread with `reason`: the run stops, nobody should wait for a
+        reset hours away (a daily limit) to find that out."""
+        with self._cond:
+            self._cancelled = reason
+            self._cond.notify_all()
+
+    def acquire(self) -> int:
+        """Block until one request may be sent; returns its number, for `observe`."""
+        started = self._clock()
+        with self._cond:
+            while True:
+                if self._cancelled is not None:
+                    raise self._cancelled
+                now = self._clock()
+                self._tokens = min(self.burst, self._tokens + (now - self._refilled) * self.rate)
+                self._refilled = now
+                if now < self._not_before:
+                    wait = self._not_before - now
+                elif self._tokens < 1:
+                    wait = (1 - self._tokens) / self.rate
+                elif self._server_left is not None and self._server_left < 1:
+                    if self._in_flight:
+                        wait = 1.0  # a response in flight will tell how much room there is
+                    else:
+                        self._server_left = 1  # the reset passed: probe with one request
+                        continue
+                else:
+                    if self.budget is not None and self._sent >= self.budget:
+                        # Decided here, when a request would go, so threads held back
+                        # together neither overshoot the budget nor leave part of it unused.
+                        self._cancelled = RequestBudgetExhausted(
+                            f"request budget of {self.budget} used; the next run continues"
+                        )
+                        self._cond.notify_all()
+                        raise self._cancelled
+                    self._tokens -= 1
+                    if self._server_left is not None:
+                        self._server_left -= 1
+                    self._in_flight += 1
+                    self._sent += 1
+                    ticket = self._sent
+                    break
+                self._cond.wait(timeout=wait)
+        waited = self._clock() - started
+        if waited > 0.001:
+            self._stats.waited(waited)
+        return ticket
+
+    def observe(self, headers: Mapping[str, str] | None, ticket: int = 0) -> None:
+        """Learn from the response to request `ticket` (`None`: it got no response)."""
+        with self._cond:
+            self._in_flight = max(0, self._in_flight - 1)
+            if headers is not None:
+                self._learn(headers, ticket)
+            self._cond.notify_all()
+
+    def _learn(self, headers: Mapping[str, str], ticket: int) -> None:
+        remaining = _int_header(headers, "x-ratelimit-remaining")
+        if remaining is None:
+            return
+        # Concurrent responses arrive out of order; an older one's count is stale and would
+        # overstate the room left, so only a newer request's answer may raise the estimate.
+        estimate = remaining - self._in_flight
+        if ticket >= self._learned_from or self._server_left is None:
+            self._learned_from = ticket
+            self._server_left = estimate
+        else:
+            self._server_left = min(self._server_left, estimate)
+        reset = _int_header(headers, "x-ratelimit-reset") or 0
+        if remaining <= 0 and reset > 0:
+            self._not_before = max(self._not_before, self._clock() + reset)
+        limit = _int_header(headers, "x-ratelimit-limit")
+        if limit and remaining <= 0 and reset >= 2:
+            # A per-second bucket frees a token within a second; an empty bucket that needs two
+            # or more is a window limit (the plan's per minute): spread the requests evenly
+            # over the minute from now on instead of bursting into the wall each time.
+            self.rate = min(self.rate, limit / 60.0)
+
+    def pause(self, seconds: float) -> None:
+        """Send nothing for `seconds` (a Retry-After), then one probe whose answer reopens
+        the gate: letting every waiting thread go at once would only earn more 429s."""
+        with self._cond:
+            self._not_before = max(self._not_before, self._clock() + max(0.0, seconds))
+            self._server_left = 0
+            self._learned_from = self._sent
+
+
+def _int_header(headers: Mapping[str, str], name: str) -> int | None:
+    try:
+        return int(headers[name])
+    except (KeyError, ValueError):
+        return None

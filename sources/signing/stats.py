@@ -1,0 +1,51 @@
+"""What a run cost the service and what it fetched: counters shared by every thread of a run."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RunStats:
+    """Counters for the progress display, the summary and the run record; thread-safe through
+    its methods (callers never take its lock)."""
+
+    requests: int = 0
+    throttled: int = 0
+    retries: int = 0
+    waited_seconds: float = 0.0
+    by_endpoint: Counter[str] = field(default_factory=Counter)
+    rows: Counter[str] = field(default_factory=Counter)
+    stop_reason: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count_request(self, endpoint: str) -> None:
+        with self._lock:
+            self.requests += 1
+            self.by_endpoint[endpoint] += 1
+
+    def count_throttled(self) -> None:
+        with self._lock:
+            self.throttled += 1
+
+    def count_retry(self) -> None:
+        with self._lock:
+            self.retries += 1
+
+    def count_rows(self, table: str, count: int) -> None:
+        with self._lock:
+            self.rows[table] += count
+
+    def waited(self, seconds: float) -> None:
+        with self._lock:
+            self.waited_seconds += seconds
+
+    def stopped(self, reason: str) -> bool:
+        """Record why the run stopped; only the first reason counts. True if it was the first."""
+        with self._lock:
+            if self.stop_reason is not None:
+                return False
+            self.stop_reason = reason
+            return True
