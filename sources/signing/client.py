@@ -134,10 +134,16 @@ class SigningClient:
         try:
             response = self._http.get(path, params=params)
             body = response.json() if response.content else None
-        except (httpx.TransportError, ValueError) as error:
+        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as error:
             # Time-outs, refused or dropped connections, bodies cut short of their length.
             self.pacer.observe(None, ticket)
             raise TransientError(f"{type(error).__name__} on GET {path}") from error
+        except ValueError as error:  # a body that is not JSON: cut short, or a proxy's page
+            self.pacer.observe(None, ticket)
+            raise TransientError(f"an unreadable body on GET {path}") from error
+        except httpx.HTTPError as error:  # a bad URL or header: no retry can help
+            self.pacer.observe(None, ticket)
+            raise SigningAPIError(f"cannot send GET {path}: {error}") from None
         self.pacer.observe(response.headers, ticket)
         return response, body
 
