@@ -13,17 +13,13 @@ from statistics import median
 from typing import Any
 
 import duckdb
-import httpx
 import pytest
 
 from pipelines.models import ModelsResult, build_models
 from pipelines.signing_pipeline import load_incremental
-from sandbox import RunningSandbox, Store
-from sandbox._model import Shipment
-from tests.conftest import SandboxFactory
-from tests.sources.truth import pointed_at
+from sandbox import RunningSandbox, Shipment, Store
+from tests.support import FAST, SandboxFactory, admin, pointed_at
 
-FAST: dict[str, Any] = {"requests_per_second": 2000, "burst": 200}
 HOUR_MS = 3_600_000
 Numbers = dict[str, Any]
 
@@ -250,8 +246,7 @@ def test_marts_match_the_sandbox_and_follow_an_incremental_load(
     before = truth(running.store)
 
     add_rows_of_an_unfinished_load(warehouse)
-    response = httpx.post(f"{running.root_url}/_sandbox/advance", json={"days": 3}, timeout=60)
-    response.raise_for_status()
+    admin(running, "POST", "/advance", {"days": 3})
     after = truth(running.store)
     assert after["shipments"] > before["shipments"]
     assert after["shipment_milestones"] != before["shipment_milestones"]

@@ -16,17 +16,20 @@ from pathlib import Path
 import httpx
 
 from pipelines.signing_pipeline import exclusive, load_incremental
-from tests.conftest import SandboxFactory
-from tests.pipelines import (
+from tests.support import (
+    FAST,
+    SandboxFactory,
     admin,
     cli_env,
     describe,
+    differences,
+    duplicate_keys,
     load_args,
     message_lines,
+    pointed_at,
     raw_row_counts,
     run_cli,
 )
-from tests.sources.truth import differences, duplicate_keys, pointed_at
 
 # A row of a rich table as printed without a terminal: `│ name │ 1,234 │`.
 TABLE_ROW = re.compile(r"^│\s*(\S+)\s*│\s*([\d,]+)\s*│$")
@@ -207,7 +210,7 @@ def test_a_load_while_another_holds_the_lock_fails_and_leaves_the_warehouse_alon
     running = make_sandbox(shipments=10, limits_enabled=False)
     warehouse = tmp_path / "signing.duckdb"
     with pointed_at(running):
-        load_incremental(warehouse, requests_per_second=2000, burst=200)
+        load_incremental(warehouse, **FAST)
     admin(running, "POST", "/advance", {"days": 1})  # there is something new to load
     before = file_digest(warehouse)
     served = admin(running, "GET", "/state")["requests_served"]

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import httpx
 import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
-from tests.conftest import START_MS, SandboxFactory, client_for
+from tests.support import (
+    START_MS,
+    SandboxFactory,
+    admin,
+    admin_response,
+    client_for,
+    new_key,
+    sandbox_now,
+)
 
 LIMIT_HEADERS = (
     "X-RateLimit-Limit",
@@ -61,20 +68,6 @@ def assert_error(response: httpx.Response, status: int, code: str) -> str:
     return message
 
 
-def make_key(running: RunningSandbox, **body: Any) -> str:
-    """A new key through the admin API."""
-    response = httpx.post(f"{running.root_url}/_sandbox/keys", json=body)
-    assert response.status_code == 201, response.text
-    key = response.json()["key"]
-    assert isinstance(key, str)
-    return key
-
-
-def sandbox_now(running: RunningSandbox) -> datetime:
-    now = httpx.get(f"{running.root_url}/_sandbox/state").json()["now"]
-    return datetime.fromisoformat(now)
-
-
 def get_me(running: RunningSandbox, headers: dict[str, str]) -> httpx.Response:
     return httpx.get(f"{running.base_url}/me", headers=headers)
 
@@ -103,10 +96,10 @@ def test_missing_or_unknown_key_is_unauthorized(sandbox: RunningSandbox) -> None
 
 
 def test_revoked_key_is_unauthorized(sandbox: RunningSandbox) -> None:
-    key = make_key(sandbox, name="to revoke", scopes=["read"])
+    key = new_key(sandbox, name="to revoke", scopes=["read"])
     headers = {"Authorization": f"Bearer {key}"}
     assert get_me(sandbox, headers).status_code == 200
-    revoked = httpx.post(f"{sandbox.root_url}/_sandbox/keys/revoke", json={"key": key})
+    revoked = admin_response(sandbox, "POST", "/keys/revoke", {"key": key})
     assert revoked.status_code == 200
     assert_error(get_me(sandbox, headers), 401, "unauthorized")
     assert_error(get_me(sandbox, {"X-API-Key": key}), 401, "unauthorized")
@@ -116,7 +109,7 @@ def test_revoked_key_is_unauthorized(sandbox: RunningSandbox) -> None:
 
 def test_expired_key_is_unauthorized(sandbox: RunningSandbox) -> None:
     now = sandbox_now(sandbox)
-    expired = make_key(sandbox, scopes=["read"], expires_at=(now - timedelta(hours=1)).isoformat())
+    expired = new_key(sandbox, scopes=["read"], expires_at=(now - timedelta(hours=1)).isoformat())
     assert_error(get_me(sandbox, {"Authorization": f"Bearer {expired}"}), 401, "unauthorized")
 
 
@@ -125,17 +118,17 @@ def test_key_expiry_is_judged_by_the_sandbox_clock(make_sandbox: SandboxFactory)
     # A day after the sandbox's now, which is still before the real date: valid here.
     expires = sandbox_now(running) + timedelta(days=1)
     assert expires < datetime.now(UTC)
-    key = make_key(running, scopes=["read"], expires_at=expires.isoformat())
+    key = new_key(running, scopes=["read"], expires_at=expires.isoformat())
     headers = {"Authorization": f"Bearer {key}"}
     assert get_me(running, headers).status_code == 200
-    httpx.post(f"{running.root_url}/_sandbox/advance", json={"hours": 25})
+    admin(running, "POST", "/advance", {"hours": 25})
     assert_error(get_me(running, headers), 401, "unauthorized")
 
 
 def test_key_allowed_only_from_another_address_is_unauthorized(sandbox: RunningSandbox) -> None:
-    elsewhere = make_key(sandbox, scopes=["read"], ip_allowlist=["203.0.113.9"])
+    elsewhere = new_key(sandbox, scopes=["read"], ip_allowlist=["203.0.113.9"])
     assert_error(get_me(sandbox, {"Authorization": f"Bearer {elsewhere}"}), 401, "unauthorized")
-    here = make_key(sandbox, scopes=["read"], ip_allowlist=["203.0.113.9", "127.0.0.1"])
+    here = new_key(sandbox, scopes=["read"], ip_allowlist=["203.0.113.9", "127.0.0.1"])
     assert get_me(sandbox, {"Authorization": f"Bearer {here}"}).status_code == 200
 
 
@@ -157,7 +150,7 @@ def test_key_without_the_scope_is_forbidden_and_told_which(
     body: dict[str, str] | None,
     missing: str,
 ) -> None:
-    key = make_key(sandbox, scopes=scopes)
+    key = new_key(sandbox, scopes=scopes)
     with client_for(sandbox, key) as client:
         message = assert_error(client.request(method, path, json=body), 403, "forbidden")
     assert missing in message
@@ -167,7 +160,7 @@ def test_key_without_the_scope_is_forbidden_and_told_which(
 
 def test_forbidden_write_changes_nothing(sandbox: RunningSandbox) -> None:
     email = "never.created@example.com"
-    with client_for(sandbox, make_key(sandbox, scopes=["read"])) as reader:
+    with client_for(sandbox, new_key(sandbox, scopes=["read"])) as reader:
         assert reader.post("/contacts", json={"email": email}).status_code == 403
         found = reader.get("/contacts", params={"email": email})
     assert found.status_code == 200
@@ -175,9 +168,9 @@ def test_forbidden_write_changes_nothing(sandbox: RunningSandbox) -> None:
 
 
 def test_scoped_key_may_use_its_scope(sandbox: RunningSandbox) -> None:
-    with client_for(sandbox, make_key(sandbox, scopes=["read"])) as reader:
+    with client_for(sandbox, new_key(sandbox, scopes=["read"])) as reader:
         assert reader.get("/documents").status_code == 200
-    with client_for(sandbox, make_key(sandbox, scopes=["write"])) as writer:
+    with client_for(sandbox, new_key(sandbox, scopes=["write"])) as writer:
         assert writer.post("/contacts", json={"email": "writer@example.com"}).status_code == 201
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from sandbox._model import iso
-from tests.conftest import START_MS, SandboxFactory, client_for, page_all
+from sandbox import iso
+from tests.support import START_MS, SandboxFactory, admin, client_for, page_all
 
 
 def test_date_header_and_state_follow_the_sandbox_clock(make_sandbox: SandboxFactory) -> None:
@@ -17,7 +17,7 @@ def test_date_header_and_state_follow_the_sandbox_clock(make_sandbox: SandboxFac
     with client_for(running) as client:
         before = parsedate_to_datetime(client.get("/me").headers["Date"])
         assert abs(before.timestamp() * 1000 - START_MS) < 60_000
-        moved = httpx.post(f"{running.root_url}/_sandbox/advance", json={"days": 3}).json()
+        moved = admin(running, "POST", "/advance", {"days": 3})
         after = parsedate_to_datetime(client.get("/me").headers["Date"])
     assert 3 * 86_400 <= (after - before).total_seconds() < 3 * 86_400 + 60
     assert moved["new_shipments"] > 0
@@ -32,7 +32,7 @@ def test_advance_changes_exactly_what_updated_since_then_returns(
     with client_for(running) as client:
         cursor = store.clock.now_ms()
         before = {s.id: s.to_json() for s in store.shipments.by_id.values()}
-        httpx.post(f"{running.root_url}/_sandbox/advance", json={"hours": 36})
+        admin(running, "POST", "/advance", {"hours": 36})
         changed = _all(client, "/shipments", since=cursor)
     after = {s.id: s.to_json() for s in store.shipments.by_id.values()}
     truly_changed = {i for i, body in after.items() if before.get(i) != body}
@@ -46,7 +46,7 @@ def test_advance_changes_exactly_what_updated_since_then_returns(
 def test_advance_moves_shipments_through_the_funnel(make_sandbox: SandboxFactory) -> None:
     running = make_sandbox(limits_enabled=False, shipments=300)
     store = running.store
-    httpx.post(f"{running.root_url}/_sandbox/advance", json={"days": 60})
+    admin(running, "POST", "/advance", {"days": 60})
     fresh = [s for s in store.shipments.by_id.values() if s.created_at >= START_MS]
     assert fresh
     statuses = {s.status for s in fresh}
@@ -60,25 +60,21 @@ def test_background_activity_changes_records_while_a_client_pages(
     running = make_sandbox(limits_enabled=False, shipments=2_000)
     store = running.store
     start = store.clock.now_ms()
-    started = httpx.post(
-        f"{running.root_url}/_sandbox/activity", json={"speed": 3600, "touches_per_second": 400}
-    )
-    assert started.json() == {"running": True}
+    started = admin(running, "POST", "/activity", {"speed": 3600, "touches_per_second": 400})
+    assert started == {"running": True}
     with client_for(running) as client:
         seen = _all(client, "/contacts", since=None, pause=0.02)
-    httpx.post(f"{running.root_url}/_sandbox/activity", json={"running": False})
+    admin(running, "POST", "/activity", {"running": False})
     changed_during = [c for c in store.contacts.by_id.values() if c.updated_at > start]
     assert changed_during, "activity changed contacts while the client paged"
     assert seen
-    state = httpx.get(f"{running.root_url}/_sandbox/state").json()
+    state = admin(running, "GET", "/state")
     assert state["activity_running"] is False
 
 
 def test_bulk_touch_gives_records_one_shared_timestamp(make_sandbox: SandboxFactory) -> None:
     running = make_sandbox(limits_enabled=False, shipments=2_000)
-    result = httpx.post(
-        f"{running.root_url}/_sandbox/touch", json={"entity": "contacts", "count": 300}
-    ).json()
+    result = admin(running, "POST", "/touch", {"entity": "contacts", "count": 300})
     assert result["touched"] == 300
     with client_for(running) as client:
         newest = client.get(
@@ -112,8 +108,8 @@ def test_lists_stay_exact_after_records_move(make_sandbox: SandboxFactory) -> No
     """Records re-keyed by activity appear once, in both the default and archived views."""
     running = make_sandbox(limits_enabled=False, shipments=600)
     store = running.store
-    httpx.post(f"{running.root_url}/_sandbox/advance", json={"days": 20})
-    httpx.post(f"{running.root_url}/_sandbox/touch", json={"entity": "shipments", "count": 200})
+    admin(running, "POST", "/advance", {"days": 20})
+    admin(running, "POST", "/touch", {"entity": "shipments", "count": 200})
     with client_for(running) as client:
         visible = _all(client, "/shipments?include_archived=false", since=None)
         everything = _all(client, "/shipments", since=None)

@@ -6,9 +6,8 @@ from collections import Counter
 
 import pytest
 
-from sandbox import SandboxConfig, Store
-from sandbox._model import Shipment
-from tests.conftest import START_MS
+from sandbox import SandboxConfig, Shipment, Store
+from tests.support import START_MS
 
 
 def _fingerprint(store: Store) -> list[tuple[object, ...]]:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from sandbox import RunningSandbox
-from tests.conftest import SandboxFactory, client_for, page_all
+from tests.support import SandboxFactory, client_for, page_all
 
 
 def test_me_names_the_workspace_and_key(api: httpx.Client, shared_sandbox: RunningSandbox) -> None:

@@ -14,22 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from sandbox import RunningSandbox, SandboxConfig
-from tests.conftest import SandboxFactory, client_for
+from sandbox import SandboxConfig
+from tests.support import SandboxFactory, admin, admin_response, client_for, new_key
 
 RECIPIENT = {"name": "Ada Limit", "email": "ada.limit@example.com", "company": "Acme"}
-
-
-def admin(running: RunningSandbox, method: str, path: str, body: Any = None) -> httpx.Response:
-    return httpx.request(method, f"{running.root_url}/_sandbox{path}", json=body)
-
-
-def new_key(running: RunningSandbox, scopes: list[str]) -> str:
-    response = admin(running, "POST", "/keys", {"name": "second", "scopes": scopes})
-    assert response.status_code == 201, response.text
-    key = response.json()["key"]
-    assert isinstance(key, str)
-    return key
 
 
 def assert_rate_limited(response: httpx.Response, scope: str, *, injected: bool = False) -> int:
@@ -87,7 +75,7 @@ def test_token_bucket_admits_the_burst_then_429_until_retry_after(
 def test_token_bucket_is_per_key(make_sandbox: SandboxFactory) -> None:
     # Refill so slow that it cannot add a token while the test runs.
     running = make_sandbox(requests_per_second=0.01, burst=5, requests_per_minute=100_000)
-    second = new_key(running, ["read"])
+    second = new_key(running, name="second", scopes=["read"])
     with client_for(running) as first_client, client_for(running, second) as second_client:
         first = [first_client.get("/me").status_code for _ in range(7)]
         other = [second_client.get("/me").status_code for _ in range(7)]
@@ -188,7 +176,7 @@ def test_daily_shipment_allowance_renews_at_the_sandbox_midnight(
         body = {"document_id": a_document_id(client), "recipients": [RECIPIENT]}
         assert client.post("/shipments", json=body).status_code == 201
         assert client.post("/shipments", json=body).status_code == 429
-        assert admin(running, "POST", "/advance", {"hours": 24}).status_code == 200
+        assert admin_response(running, "POST", "/advance", {"hours": 24}).status_code == 200
         renewed = client.post("/shipments", json=body)
     assert renewed.status_code == 201
     assert renewed.headers["X-Daily-Remaining"] == "0"
@@ -290,7 +278,7 @@ def test_config_changes_at_runtime(make_sandbox: SandboxFactory) -> None:
     running = make_sandbox(limits_enabled=False)
     with client_for(running) as client:
         assert all(client.get("/me").status_code == 200 for _ in range(10))
-        changed = admin(
+        changed = admin_response(
             running,
             "PATCH",
             "/config",
@@ -302,7 +290,8 @@ def test_config_changes_at_runtime(make_sandbox: SandboxFactory) -> None:
         statuses = [client.get("/me").status_code for _ in range(5)]
         assert statuses == [200] * 4 + [429]
         # A change starts the buckets afresh with the new figures.
-        assert admin(running, "PATCH", "/config", {"requests_per_minute": 50}).status_code == 200
+        relaxing = admin_response(running, "PATCH", "/config", {"requests_per_minute": 50})
+        assert relaxing.status_code == 200
         relaxed = client.get("/me")
         assert relaxed.status_code == 200
         assert relaxed.headers["X-RateLimit-Limit"] == "50"
@@ -317,7 +306,7 @@ def test_config_changes_at_runtime(make_sandbox: SandboxFactory) -> None:
 @pytest.mark.parametrize("body", [{"no_such_setting": 1}, {"order": "sideways"}])
 def test_config_refuses_unknown_settings(make_sandbox: SandboxFactory, body: Any) -> None:
     running = make_sandbox(limits_enabled=False)
-    response = admin(running, "PATCH", "/config", body)
+    response = admin_response(running, "PATCH", "/config", body)
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "invalid_request"
 
@@ -331,7 +320,7 @@ def test_config_refuses_values_that_would_break_the_sandbox(
     make_sandbox: SandboxFactory, body: Any
 ) -> None:
     running = make_sandbox()
-    response = admin(running, "PATCH", "/config", body)
+    response = admin_response(running, "PATCH", "/config", body)
     assert response.status_code == 422, response.text
     with client_for(running) as client:
         assert client.get("/me").status_code == 200

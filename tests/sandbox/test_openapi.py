@@ -39,7 +39,7 @@ from schemathesis.checks import (
 )
 
 from sandbox import RunningSandbox, SandboxConfig
-from tests.conftest import START_MS
+from tests.support import START_MS
 
 OPENAPI_PATH = Path(__file__).parents[2] / "sandbox" / "openapi.yaml"
 

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from sandbox import RunningSandbox
-from tests.conftest import START_MS, SandboxFactory, client_for
+from tests.support import START_MS, SandboxFactory, admin, admin_response, client_for, sandbox_now
 
 # A reply of the receiver: a status code, or (seconds to stall first, status code).
 Reply = int | tuple[float, int]
@@ -295,10 +295,8 @@ def test_shipment_sent_is_delivered_signed(
     assert delivery.headers["x-service-event"] == "shipment.sent"
     assert delivery.headers["x-service-delivery"]
     timestamp = int(delivery.headers["x-service-timestamp"])
-    sandbox_now = datetime.fromisoformat(
-        httpx.get(f"{running.root_url}/_sandbox/state").json()["now"]
-    )
-    assert 0 <= sandbox_now.timestamp() - timestamp < 60  # the sandbox clock, in seconds
+    now = sandbox_now(running)
+    assert 0 <= now.timestamp() - timestamp < 60  # the sandbox clock, in seconds
     signature = delivery.headers["x-service-signature"]
     assert hmac.compare_digest(signature, expected_signature(created["secret"], delivery))
     assert not hmac.compare_digest(signature, expected_signature("whsec_wrong", delivery))
@@ -409,8 +407,8 @@ def test_delivery_time_out_can_be_changed_at_runtime(
     make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
 ) -> None:
     running = make_sandbox(webhook_retry_base_s=0.02, webhook_timeout_s=5.0, limits_enabled=False)
-    changed = httpx.patch(f"{running.root_url}/_sandbox/config", json={"webhook_timeout_s": 0.3})
-    assert changed.json()["webhook_timeout_s"] == 0.3
+    changed = admin(running, "PATCH", "/config", {"webhook_timeout_s": 0.3})
+    assert changed["webhook_timeout_s"] == 0.3
     receiver = receivers([(1.5, 200), 200])
     with client_for(running) as api:
         created = subscribe(api, "shipment.sent", receiver.url())
@@ -460,7 +458,7 @@ def test_advancing_the_clock_delivers_signed_events(
     receiver = receivers()
     with client_for(running) as api:
         created = subscribe(api, "shipment.signed", receiver.url())
-        moved = httpx.post(f"{running.root_url}/_sandbox/advance", json={"hours": 48})
+        moved = admin_response(running, "POST", "/advance", {"hours": 48})
         assert moved.status_code == 200
         # Every recipient who signed after generation signed during the advance.
         signed: set[tuple[str, str]] = set()

@@ -2,7 +2,7 @@
 
 Every test runs the real pipeline (`load_incremental`) over loopback HTTP against its own
 sandbox and into its own DuckDB file under `tmp_path`. The expected side always comes from the
-sandbox's records (`tests/sources/truth.py` or the store read directly), never from what the
+sandbox's records (`tests/support/truth.py` or the store read directly), never from what the
 pipeline computed.
 """
 
@@ -16,17 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import httpx
 import pytest
 
 from pipelines.signing_pipeline import LoadResult, load_incremental, pipelines_dir_for
-from sandbox import RunningSandbox
-from sandbox._model import JSON, Contact, Recipient
-from tests.conftest import SandboxFactory, client_for
-from tests.sources.truth import differences, duplicate_keys, pointed_at
+from sandbox import JSON, Contact, Recipient, RunningSandbox
+from tests.support import (
+    FAST,
+    SandboxFactory,
+    admin,
+    client_for,
+    differences,
+    duplicate_keys,
+    pointed_at,
+)
 
-# The sandboxes run with limits off; the pacer's default 10/s would only make the tests slow.
-FAST: dict[str, Any] = {"requests_per_second": 2000, "burst": 200}
 LIST_PAGE_SIZE = 200  # the source's default page size, which test 6's bound is based on
 PAGE_OVERLAP = 4  # records shared by consecutive pages (the bound of test 6 allows for them)
 
@@ -42,13 +45,6 @@ def load(running: RunningSandbox, warehouse: Path, **options: Any) -> LoadResult
     """One incremental run of the pipeline against `running`, paced for a limit-free sandbox."""
     with pointed_at(running):
         return load_incremental(warehouse, **{**FAST, **options})
-
-
-def admin(running: RunningSandbox, path: str, body: JSON, method: str = "POST") -> Any:
-    """Call a `/_sandbox` admin endpoint (no key) and return its JSON answer."""
-    response = httpx.request(method, f"{running.root_url}/_sandbox/{path}", json=body, timeout=60)
-    response.raise_for_status()
-    return response.json()
 
 
 def query(warehouse: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
@@ -195,7 +191,7 @@ def test_second_load_fetches_children_only_for_changed_shipments(
     assert differences(warehouse, running.store) == {}
 
     before = shipment_snapshot(running)
-    admin(running, "advance", {"days": 2})
+    admin(running, "POST", "/advance", {"days": 2})
     after = shipment_snapshot(running)
     changed = {i for i, body in after.items() if before.get(i) != body}
     new = set(after) - set(before)
@@ -223,7 +219,7 @@ def test_a_run_with_nothing_changed_loads_no_row_and_lists_once(
     running = make_sandbox(shipments=200, limits_enabled=False)
     subscribe(running)  # a workspace has subscriptions; one that does not change is no change
     load(running, warehouse)
-    admin(running, "advance", {"days": 2})
+    admin(running, "POST", "/advance", {"days": 2})
     load(running, warehouse)
 
     result = load(running, warehouse)
@@ -250,11 +246,11 @@ def test_activity_while_paging_loses_nothing(
         contacts_before = set(store.contacts.by_id)
     snapshot = shipment_snapshot(running)
 
-    admin(running, "activity", {"speed": 600, "touches_per_second": 50})
+    admin(running, "POST", "/activity", {"speed": 600, "touches_per_second": 50})
     try:
         result = load(running, warehouse, page_size=20)
     finally:
-        admin(running, "activity", {"running": False})
+        admin(running, "POST", "/activity", {"running": False})
 
     # The scenario did happen: many pages were read and records changed meanwhile.
     assert result.stats.by_endpoint["/shipments"] >= len(shipments_before) // 20
@@ -310,7 +306,7 @@ def test_bulk_update_with_one_shared_timestamp(
     load(running, warehouse, resources=["contacts"])
     assert _contact_differences(warehouse, running) == {}
 
-    touched = admin(running, "touch", {"entity": "contacts", "count": 10_000})["touched"]
+    touched = admin(running, "POST", "/touch", {"entity": "contacts", "count": 10_000})["touched"]
     assert touched == 10_000
     result = load(running, warehouse, resources=["contacts"])
 
@@ -353,7 +349,7 @@ def test_new_field_and_surprising_type_do_not_stop_the_load(
 
     monkeypatch.setattr(Contact, "to_json", with_loyalty_tier)
     # ... and one recipient's view count as a string.
-    admin(running, "touch", {"entity": "shipments", "count": 3})
+    admin(running, "POST", "/touch", {"entity": "shipments", "count": 3})
     with store.lock:
         touched_at = max(s.updated_at for s in store.shipments.by_id.values())
         target = next(
@@ -368,7 +364,7 @@ def test_new_field_and_surprising_type_do_not_stop_the_load(
         return body
 
     monkeypatch.setattr(Recipient, "to_json", with_odd_view_count)
-    admin(running, "touch", {"entity": "contacts", "count": 5})
+    admin(running, "POST", "/touch", {"entity": "contacts", "count": 5})
     with store.lock:
         newest = max(c.updated_at for c in store.contacts.by_id.values())
         edited = {c.id for c in store.contacts.by_id.values() if c.updated_at == newest}
@@ -417,7 +413,7 @@ def test_api_key_appears_in_no_file_and_no_log(
     dlt_logger.addHandler(caplog.handler)
     try:
         load(running, warehouse)
-        admin(running, "advance", {"days": 1})
+        admin(running, "POST", "/advance", {"days": 1})
         load(running, warehouse)
     finally:
         dlt_logger.removeHandler(caplog.handler)
@@ -464,7 +460,7 @@ def test_since_starts_at_that_time_and_later_runs_continue(
     assert ids_in(warehouse, "contacts") == first
     assert ids_in(warehouse, "shipments") == shipments_since
 
-    admin(running, "touch", {"entity": "contacts", "count": 10})
+    admin(running, "POST", "/touch", {"entity": "contacts", "count": 10})
     with store.lock:
         newest = max(c.updated_at for c in store.contacts.by_id.values())
         touched = {c.id for c in store.contacts.by_id.values() if c.updated_at == newest}

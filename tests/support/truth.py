@@ -8,16 +8,15 @@ normalisation, merge, types.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from sandbox import RunningSandbox, Store
+from sandbox import Store
+
+from .warehouse import raw_tables
 
 Rows = set[tuple[Any, ...]]
 
@@ -135,12 +134,7 @@ def actual(warehouse: Path) -> dict[str, Rows]:
     """The same rows read back from the warehouse (tables that do not exist are empty)."""
     tables: dict[str, Rows] = {}
     with duckdb.connect(str(warehouse), read_only=True) as connection:
-        existing = {
-            row[0]
-            for row in connection.execute(
-                "select table_name from information_schema.tables where table_schema = 'raw'"
-            ).fetchall()
-        }
+        existing = raw_tables(connection)
         for table, query in QUERIES.items():
             if table not in existing:
                 tables[table] = set()
@@ -203,22 +197,3 @@ def duplicate_keys(warehouse: Path) -> dict[str, int]:
             if count and count[0]:
                 found[table] = count[0]
     return found
-
-
-@contextmanager
-def pointed_at(running: RunningSandbox, key: str | None = None) -> Iterator[None]:
-    """Configure the source for this sandbox through the documented environment variables."""
-    saved = {
-        name: os.environ.get(name)
-        for name in ("SOURCES__SIGNING__API_KEY", "SOURCES__SIGNING__BASE_URL")
-    }
-    os.environ["SOURCES__SIGNING__API_KEY"] = key or running.api_key
-    os.environ["SOURCES__SIGNING__BASE_URL"] = running.base_url
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

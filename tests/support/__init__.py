@@ -1,0 +1,40 @@
+"""Helpers shared by the test modules (the pytest fixtures built on them are in conftest.py)."""
+
+from .cli import PROGRESS_LINE, cli_env, describe, load_args, message_lines, run_cli, start_cli
+from .loading import FAST, pointed_at
+from .sandboxes import (
+    START_MS,
+    SandboxFactory,
+    admin,
+    admin_response,
+    client_for,
+    new_key,
+    page_all,
+    sandbox_now,
+)
+from .truth import differences, duplicate_keys
+from .warehouse import raw_row_counts, raw_tables
+
+__all__ = [
+    "FAST",
+    "PROGRESS_LINE",
+    "START_MS",
+    "SandboxFactory",
+    "admin",
+    "admin_response",
+    "cli_env",
+    "client_for",
+    "describe",
+    "differences",
+    "duplicate_keys",
+    "load_args",
+    "message_lines",
+    "new_key",
+    "page_all",
+    "pointed_at",
+    "raw_row_counts",
+    "raw_tables",
+    "run_cli",
+    "sandbox_now",
+    "start_cli",
+]

@@ -1,0 +1,86 @@
+"""Running `signing-etl` as a user does: a subprocess configured only through the documented
+environment variables, and reading what it printed."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sandbox import RunningSandbox
+
+from .loading import FAST
+
+# What the CLI prints on stderr every 15 s while a run works (not a TTY); not a message.
+PROGRESS_LINE = re.compile(r"^\s*\d+ s  [\d,]+ requests, ")
+
+
+def cli_env(
+    running: RunningSandbox | None, *, key: str | None = None, **settings: Any
+) -> dict[str, str]:
+    """This process's environment without any dlt setting, plus the source's settings for
+    `running` as `SOURCES__SIGNING__*` (none at all when `running` is None): its URL and key,
+    the `FAST` pacing unless `settings` says otherwise, then `settings`. The terminal width is
+    left unset, so output is laid out as in a cron log (80 columns, no TTY)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("SOURCES__", "DESTINATION__", "RUNTIME__", "DLT_"))
+        and name not in ("COLUMNS", "LINES")
+    }
+    if running is None:
+        return env
+    values: dict[str, Any] = {
+        "api_key": key or running.api_key,
+        "base_url": running.base_url,
+        **FAST,
+        **settings,
+    }
+    env.update({f"SOURCES__SIGNING__{name.upper()}": str(v) for name, v in values.items()})
+    return env
+
+
+def load_args(warehouse: Path, *options: str) -> list[str]:
+    """`load` into `warehouse` without the dbt models (tests/models covers those)."""
+    return ["load", "--duckdb", str(warehouse), "--no-models", *options]
+
+
+def run_cli(
+    args: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`signing-etl ARGS` to the end (killed and reported if it outlives `timeout`)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def start_cli(args: Sequence[str], *, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`signing-etl ARGS` in the background, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def message_lines(stderr: str) -> list[str]:
+    """The non-empty lines of stderr that are not progress lines."""
+    return [line for line in stderr.splitlines() if line.strip() and not PROGRESS_LINE.match(line)]
+
+
+def describe(result: subprocess.CompletedProcess[str]) -> str:
+    """Exit code and both streams, for assertion messages."""
+    return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"

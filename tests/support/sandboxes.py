@@ -1,0 +1,72 @@
+"""Sandboxes for tests: the fixed start time, API clients, list paging and the admin API."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from sandbox import JSON, RunningSandbox
+
+# 2026-01-01T00:00:00Z: a fixed clock start makes the synthetic data identical on every run.
+START_MS = 1_767_225_600_000
+
+# The `make_sandbox` fixture: `SandboxConfig` settings in, a started sandbox out.
+SandboxFactory = Callable[..., RunningSandbox]
+
+
+def client_for(running: RunningSandbox, key: str | None = None) -> httpx.Client:
+    """An HTTP client of the v1 API with a bearer key (the sandbox's main key by default)."""
+    return httpx.Client(
+        base_url=running.base_url,
+        headers={"Authorization": f"Bearer {key or running.api_key}"},
+        timeout=30,
+    )
+
+
+def page_all(
+    client: httpx.Client, path: str, *, pause: float = 0.0, **params: Any
+) -> list[dict[str, Any]]:
+    """Every item of a list endpoint, 200 at a time (`pause` seconds between pages)."""
+    items: list[dict[str, Any]] = []
+    offset = 0
+    while True:
+        body = client.get(path, params={**params, "limit": 200, "offset": offset}).json()
+        items.extend(body["data"])
+        offset += len(body["data"])
+        if not body["data"] or offset >= body["total"]:
+            return items
+        time.sleep(pause)
+
+
+def admin_response(
+    running: RunningSandbox, method: str, path: str, body: JSON | None = None
+) -> httpx.Response:
+    """Call the admin endpoint `/_sandbox{path}` (it needs no key) and return the response as it
+    came, for tests about the admin API's own status codes and refusals."""
+    # Advancing a large sandbox by days can take a while; the default 5 s is too tight.
+    return httpx.request(method, f"{running.root_url}/_sandbox{path}", json=body, timeout=60)
+
+
+def admin(running: RunningSandbox, method: str, path: str, body: JSON | None = None) -> Any:
+    """Call the admin endpoint `/_sandbox{path}`, which must answer 200, and return its JSON."""
+    response = admin_response(running, method, path, body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def new_key(running: RunningSandbox, **body: Any) -> str:
+    """A new API key made through the admin API (`body`: name, scopes, expires_at, ...)."""
+    response = admin_response(running, "POST", "/keys", body)
+    assert response.status_code == 201, response.text
+    key = response.json()["key"]
+    assert isinstance(key, str)
+    return key
+
+
+def sandbox_now(running: RunningSandbox) -> datetime:
+    """The sandbox clock's current time, as its admin state reports it."""
+    return datetime.fromisoformat(admin(running, "GET", "/state")["now"])
