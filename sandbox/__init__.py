@@ -4,10 +4,11 @@ Public surface: `SandboxConfig` to describe an instance, `RunningSandbox` to ser
 loopback, `Store` for its data, and `signature` to check webhook deliveries.
 """
 
+from ._config import PLAN_REQUESTS_PER_MINUTE, SandboxConfig
 from ._model import JSON, WEBHOOK_EVENTS, Contact, Document, Recipient, Shipment, iso
 from ._server import RunningSandbox, bind, serve_forever
-from ._simulation import Behaviour
-from ._store import PLAN_REQUESTS_PER_MINUTE, SandboxConfig, Store
+from ._store import Store
+from ._timeline import Behaviour
 from ._webhooks import signature
 
 __all__ = [

@@ -1,6 +1,8 @@
-"""Request limits as the reference describes them: a token bucket per key (10/s, burst 40), the
-plan's requests per minute per workspace, an optional daily request cap, and a bucket per
-client address for requests that carry no valid key.
+"""Rate-limit buckets: token bucket, sliding window, daily counter, and admitting by all.
+
+As the reference describes them: a token bucket per key (10/s, burst 40), the plan's requests
+per minute per workspace, an optional daily request cap, and a bucket per client address for
+requests that carry no valid key.
 
 Limits run on real (monotonic) time, not on the sandbox clock: a client's pacing is measured in
 real seconds whatever simulated day it is.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
@@ -385,24 +385,12 @@ class Webhook:
 
 
 @dataclass(slots=True)
-class ApiKey:
-    """A workspace key; `secret` is the whole bearer token."""
-
-    name: str
-    secret: str
-    scopes: frozenset[str]
-    expires_at: int | None = None
-    ip_allowlist: tuple[str, ...] = ()
-    revoked: bool = False
-
-
-@dataclass(slots=True)
 class IdempotentReply:
+    """What a POST with an Idempotency-Key answered, to answer a repeat the same way."""
+
     body_digest: str
     status_code: int
     body: JSON
-    created_at: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 _TEXT_VALUES = ("Berlin", "Hamburg", "yes", "no", "42", "DE89370400440532013000", "Q3 renewal")

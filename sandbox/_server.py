@@ -1,17 +1,62 @@
-"""Serving the sandbox with uvicorn, in the foreground (CLI) or in a background thread (tests,
-demo, benchmarks)."""
+"""Server start-up: the ASGI app built from its parts, served by uvicorn.
+
+In the foreground for the CLI (`serve_forever`), in a background thread for tests, the demo and
+benchmarks (`RunningSandbox`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
 from types import TracebackType
+from typing import Self
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._app import Gateway, asgi_app
-from ._store import SandboxConfig, Store
+from ._admin import Admin
+from ._config import SandboxConfig
+from ._gateway import Gateway
+from ._http import error_handlers
+from ._routes import api_app, document_routes
+from ._store import Store
+from ._webhooks import WebhookDispatcher
+
+
+def build_app(store: Store) -> tuple[ASGIApp, Starlette]:
+    """The sandbox as one ASGI app (serve the first), and the part outside `/v1` whose
+    `state.dispatcher` delivers webhooks. Each part is built from the ones before it."""
+    dispatcher = WebhookDispatcher(store)
+    gateway = Gateway(api_app(), store)
+    admin = Admin(store, gateway, dispatcher)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await dispatcher.start()
+        try:
+            yield
+        finally:
+            admin.stop_activity()
+            await dispatcher.stop()
+
+    site = Starlette(
+        routes=[*document_routes(), *admin.routes()],
+        exception_handlers=error_handlers(),
+        lifespan=lifespan,
+    )
+    site.state.dispatcher = dispatcher
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1"):
+            await gateway(scope, receive, send)
+        else:
+            await site(scope, receive, send)
+
+    return app, site
 
 
 class RunningSandbox:
@@ -22,13 +67,13 @@ class RunningSandbox:
     ) -> None:
         self.config = config or SandboxConfig()
         self.store = Store(self.config)
-        self.gateway, self.app = asgi_app(self.store)
-        self._server = uvicorn.Server(_uvicorn_config(self.gateway, host, port))
+        served, self.app = build_app(self.store)
+        self._server = uvicorn.Server(_uvicorn_config(served, host, port))
         self._thread = threading.Thread(target=self._server.run, name="sandbox", daemon=True)
         self.host = host
         self.port = port
 
-    def start(self, timeout_s: float = 30.0) -> RunningSandbox:
+    def start(self, timeout_s: float = 30.0) -> Self:
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:
@@ -55,7 +100,7 @@ class RunningSandbox:
     def api_key(self) -> str:
         return self.store.main_key.secret
 
-    def __enter__(self) -> RunningSandbox:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -67,7 +112,7 @@ class RunningSandbox:
         self.stop()
 
 
-def _uvicorn_config(app: Gateway, host: str, port: int) -> uvicorn.Config:
+def _uvicorn_config(app: ASGIApp, host: str, port: int) -> uvicorn.Config:
     # The sandbox sends its own Date header (its clock), so uvicorn's is switched off.
     return uvicorn.Config(
         app,
@@ -96,6 +141,6 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve_forever(store: Store, sock: socket.socket) -> None:
     """Serve on a bound socket in the foreground until interrupted (Ctrl-C)."""
-    gateway, _ = asgi_app(store)
+    served, _ = build_app(store)
     host, port = sock.getsockname()[:2]
-    uvicorn.Server(_uvicorn_config(gateway, host, port)).run(sockets=[sock])
+    uvicorn.Server(_uvicorn_config(served, host, port)).run(sockets=[sock])

@@ -1,9 +1,9 @@
-"""Webhook deliveries, made for real over HTTP as the reference's Events part describes.
+"""Webhooks: deliveries made for real over HTTP, their signature, and acceptable targets.
 
-Each matching event is POSTed to every active subscription with the four `X-Service-*` headers
-and an HMAC-SHA256 signature over `<timestamp>.<raw body>`. A time-out, a network failure,
-HTTP 5xx, 408 or 429 is retried up to 5 times with a doubling delay and the same delivery id;
-410 Gone deactivates the subscription.
+As the reference's Events part describes: each matching event is POSTed to every active
+subscription with the four `X-Service-*` headers and an HMAC-SHA256 signature over
+`<timestamp>.<raw body>`. A time-out, a network failure, HTTP 5xx, 408 or 429 is retried up to
+5 times with a doubling delay and the same delivery id; 410 Gone deactivates the subscription.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import re
 import secrets
-from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -22,23 +23,40 @@ from ._store import StepEvent, Store
 
 MAX_RETRIES = 5
 RETRYABLE_STATUS = frozenset({408, 429})
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+# An absolute http(s) URI as RFC 3986 spells it: only its characters, `[]` only around an IP
+# literal, percent signs only in escapes. (`urlsplit` alone accepts spaces and drops tabs.)
+_CHARS = r"A-Za-z0-9\-._~!$&'()*+,;="
+_ESCAPE = r"%[0-9A-Fa-f]{2}"
+_URI = re.compile(
+    rf"[A-Za-z][A-Za-z0-9+.\-]*://"
+    rf"(?:(?:[{_CHARS}:]|{_ESCAPE})*@)?"
+    rf"(?:\[[0-9A-Fa-f:.]+\]|(?:[{_CHARS}]|{_ESCAPE})*)(?::[0-9]*)?"
+    rf"(?:/(?:[{_CHARS}:@/]|{_ESCAPE})*)?"
+    rf"(?:\?(?:[{_CHARS}:@/?]|{_ESCAPE})*)?"
+    rf"(?:#(?:[{_CHARS}:@/?]|{_ESCAPE})*)?"
+)
+
+
+def acceptable_target(url: str) -> bool:
+    """Whether a subscription may deliver to `url`: HTTPS, or plain HTTP to this machine."""
+    if not _URI.fullmatch(url):
+        return False
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError:
+        return False
+    if not parts.hostname:
+        return False
+    return parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOCAL_HOSTS)
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
     """The `X-Service-Signature` value for one delivery."""
     mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
     return f"sha256={mac.hexdigest()}"
-
-
-@dataclass(slots=True)
-class Attempt:
-    """One POST made, kept so the sandbox can show what it delivered."""
-
-    delivery_id: str
-    webhook_id: str
-    event: str
-    number: int
-    outcome: str
 
 
 class WebhookDispatcher:
@@ -50,7 +68,7 @@ class WebhookDispatcher:
         self._client: httpx.AsyncClient | None = None
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.attempts: list[Attempt] = []
+        self.attempts = 0  # POSTs made, retries included
         store.listeners.append(self.on_event)
 
     async def start(self) -> None:
@@ -122,7 +140,7 @@ class WebhookDispatcher:
                     status, outcome = None, "timeout"
                 except httpx.TransportError as error:
                     status, outcome = None, f"network error: {type(error).__name__}"
-            self.attempts.append(Attempt(delivery_id, hook_id, event, number, outcome))
+            self.attempts += 1
             with self._store.lock:
                 if status is not None and 200 <= status < 300:
                     hook.delivery_count += 1

@@ -1,29 +1,21 @@
-"""Synthetic workspace data and the signing behaviour of its recipients.
+"""Synthetic workspace data: documents, contacts and shipments, deterministic from a seed.
 
-Every shipment gets its whole future planned when it is created (sent, delivered, opened,
-signed, completed, or expired, revoked, failed, archived), drawn from one seeded random stream.
-The store then applies the steps whose time has come, so history and later activity follow one
-set of rules and the same seed always gives the same data.
+Names, companies and documents are drawn from small tables so that the data reads like a real
+German-speaking workspace; every shipment's future comes from `plan_timeline`.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
+from typing import Any
 
-from ._model import (
-    Contact,
-    Document,
-    DocumentField,
-    Kind,
-    Recipient,
-    Workspace,
-    pack_step,
-)
+from ._config import SandboxConfig
+from ._model import Contact, Document, DocumentField, Recipient, Shipment, Workspace
+from ._timeline import DAY_MS, Behaviour, apply_until, plan_timeline
 
-HOUR_MS = 3_600_000
-DAY_MS = 24 * HOUR_MS
+# (name, email, phone, company, contact id) of one recipient to be.
+Person = tuple[str, str, str | None, str | None, str | None]
 
 FIRST_NAMES = (
     "Anna",
@@ -125,34 +117,56 @@ CUSTOM_KEYS = ("crm.account_id", "billing.vat.id", "region", "hubspot.owner", "t
 _ASCII = str.maketrans(
     {"ä": "ae", "ö": "oe", "ü": "ue", "ß": "ss", "Ä": "Ae", "Ö": "Oe", "Ü": "Ue"}
 )
-FAILED_DELIVERY_ERROR = "550 5.1.1 mailbox unavailable"
 
 
-@dataclass(frozen=True, slots=True)
-class Behaviour:
-    """How recipients behave; defaults give a realistic funnel (about 92% open, 90% of those
-    sign, a few percent revoked or undeliverable)."""
+@dataclass(slots=True)
+class World:
+    """What a workspace starts with: the records of its history up to the clock start."""
 
-    p_delivery_failure: float = 0.02
-    p_open: float = 0.92
-    p_sign_after_open: float = 0.9
-    p_revoke: float = 0.03
-    p_archive: float = 0.25
-    median_open_hours: float = 3.0
-    median_sign_hours: float = 1.5
-    max_extra_views: int = 3
+    workspace: Workspace
+    documents: list[Document]
+    contacts: list[Contact]
+    shipments: list[Shipment]
+
+
+def generate(config: SandboxConfig) -> World:
+    """The workspace's history: shipments created evenly over `history_days` before the clock
+    start, each with the steps of its timeline that happened by then applied."""
+    rng = random.Random(config.seed)
+    workspace = make_workspace(rng, config.plan)
+    now = config.start_ms
+    history_ms = config.history_days * DAY_MS
+    begin = now - history_ms - 30 * DAY_MS
+    documents = make_documents(rng, max(8, min(200, config.shipments // 1000)), begin)
+    for doc in documents:
+        doc.updated_at = min(doc.updated_at, now - 1)
+    contacts = [
+        make_contact(rng, begin + rng.randrange(0, history_ms + 30 * DAY_MS))
+        for _ in range(max(50, min(50_000, config.shipments // 4)))
+    ]
+    for contact in contacts:
+        if rng.random() < 0.3:
+            contact.updated_at = rng.randrange(contact.created_at, now)
+    shipments: list[Shipment] = []
+    first_created = now - history_ms
+    count = config.shipments
+    for number in range(count):
+        created = first_created + (history_ms * number) // max(1, count)
+        created += rng.randrange(0, max(1, history_ms // max(1, count)))
+        shipment = new_shipment(
+            rng, created, rng.choice(documents), None, contacts, config.behaviour
+        )
+        for at_ms, _, _ in apply_until(shipment, now):
+            shipment.updated_at = max(shipment.updated_at, at_ms)
+        shipments.append(shipment)
+    return World(workspace, documents, contacts, shipments)
 
 
 def _hex(rng: random.Random, length: int = 16) -> str:
     return f"{rng.getrandbits(length * 4):0{length}x}"
 
 
-def _lognormal_ms(rng: random.Random, median_hours: float, sigma: float = 1.3) -> int:
-    return int(rng.lognormvariate(math.log(median_hours), sigma) * HOUR_MS) + 1_000
-
-
 def make_workspace(rng: random.Random, plan: str) -> Workspace:
-    """The single workspace a sandbox serves."""
     return Workspace(
         id=f"ws_{_hex(rng, 12)}", name="Nordlicht Signing Demo", slug="nordlicht", plan=plan
     )
@@ -241,73 +255,70 @@ def make_contact(rng: random.Random, created_ms: int) -> Contact:
     )
 
 
-def plan_timeline(
+def new_shipment(
     rng: random.Random,
-    created_ms: int,
-    recipients: list[Recipient],
-    sign_mode: str,
-    expires_ms: int,
+    created: int,
+    document: Document,
+    people: list[Person] | None,
+    contacts: list[Contact],
     behaviour: Behaviour,
-) -> list[int]:
-    """Every step the shipment will go through, sorted by time (packed ints)."""
-    steps: list[int] = []
-    revoke_at = (
-        created_ms + rng.randrange(HOUR_MS, max(HOUR_MS + 1, expires_ms - created_ms))
-        if rng.random() < behaviour.p_revoke
-        else None
+    *,
+    channel: str | None = None,
+    signature_level: str | None = None,
+    expires_in_days: int | None = None,
+    password: str | None = None,
+    placeholders: dict[str, str] | None = None,
+    field_values: dict[str, Any] | None = None,
+) -> Shipment:
+    """A shipment with its planned future; `people` are drawn from `contacts` and strangers
+    when not given. The keyword arguments are what a POST /shipments may set."""
+    if people is None:
+        people = []
+        for _ in range(max(1, document.signer_count + rng.choice((0, 0, 0, 1)))):
+            if rng.random() < 0.7:
+                c = rng.choice(contacts)
+                people.append((c.name, c.email, c.phone, c.company, c.id))
+            else:
+                people.append((*random_person(rng), None))
+    days = expires_in_days or rng.choice((7, 14, 14, 30))
+    expires = created + days * DAY_MS
+    shipment_id = f"shp_{rng.getrandbits(64):016x}"
+    recipients = [
+        Recipient(
+            id=f"rcp_{rng.getrandbits(64):016x}",
+            link_id=f"lnk_{rng.getrandbits(80):020x}",
+            position=position,
+            name=name,
+            email=email,
+            phone=phone,
+            company=company,
+            contact_id=contact_id,
+            expires_at=expires,
+        )
+        for position, (name, email, phone, company, contact_id) in enumerate(people)
+    ]
+    sign_mode = "sequential" if len(recipients) > 1 and rng.random() < 0.7 else "parallel"
+    owner_name, owner_email = rng.choice(OWNERS)
+    return Shipment(
+        id=shipment_id,
+        uuid=f"{rng.getrandbits(128):032x}",
+        document_id=document.id,
+        document_name=document.name,
+        document_fields=document.fields,
+        channel=channel or ("email" if rng.random() < 0.9 else "sms"),
+        sign_mode=sign_mode,
+        signature_level=signature_level or rng.choice(("fes", "fes", "ees")),
+        password_protected=bool(password) or rng.random() < 0.05,
+        folder_id=document.folder_id,
+        owner_name=owner_name,
+        owner_email=owner_email,
+        created_at=created,
+        expires_at=expires,
+        recipients=recipients,
+        timeline=plan_timeline(rng, created, recipients, sign_mode, expires, behaviour),
+        placeholders=placeholders
+        if placeholders is not None
+        else {name: f"{name}-{rng.randrange(10_000)}" for name in document.placeholders},
+        field_values=dict(field_values or {}),
+        updated_at=created,
     )
-    cutoff = min(expires_ms, revoke_at) if revoke_at else expires_ms
-    send_at = created_ms + rng.randrange(1_000, 30_000)
-    all_signed_at: int | None = 0
-    for recipient in recipients:
-        index = recipient.position
-        if send_at >= cutoff:
-            all_signed_at = None
-            break
-        steps.append(pack_step(send_at, Kind.SENT, index))
-        if recipient.email.endswith(".invalid") or rng.random() < behaviour.p_delivery_failure:
-            steps.append(
-                pack_step(send_at + rng.randrange(2_000, 60_000), Kind.DELIVERY_FAILED, index)
-            )
-            all_signed_at = None
-            if sign_mode == "sequential":
-                break
-            continue
-        delivered = send_at + rng.randrange(1_000, 120_000)
-        steps.append(pack_step(delivered, Kind.DELIVERED, index))
-        signed_at: int | None = None
-        if rng.random() < behaviour.p_open:
-            opened = delivered + _lognormal_ms(rng, behaviour.median_open_hours)
-            if opened < cutoff:
-                steps.append(pack_step(opened, Kind.OPENED, index))
-                view_at = opened
-                for _ in range(rng.randint(0, behaviour.max_extra_views)):
-                    view_at += _lognormal_ms(rng, 6.0)
-                    if view_at < cutoff:
-                        steps.append(pack_step(view_at, Kind.VIEWED, index))
-                if rng.random() < behaviour.p_sign_after_open:
-                    candidate = opened + _lognormal_ms(rng, behaviour.median_sign_hours)
-                    if candidate < cutoff:
-                        signed_at = candidate
-                        steps.append(pack_step(signed_at, Kind.SIGNED, index))
-        if signed_at is None:
-            all_signed_at = None
-            if sign_mode == "sequential":
-                break
-        elif all_signed_at is not None:
-            all_signed_at = max(all_signed_at, signed_at)
-        if sign_mode == "sequential" and signed_at is not None:
-            send_at = signed_at + rng.randrange(1_000, 10_000)
-    if all_signed_at:
-        end = all_signed_at + 1
-        steps.append(pack_step(end, Kind.COMPLETED, 0))
-    elif revoke_at is not None:
-        end = revoke_at
-        steps.append(pack_step(revoke_at, Kind.REVOKED, 0))
-    else:
-        end = expires_ms
-        steps.append(pack_step(expires_ms, Kind.EXPIRED, 0))
-    if rng.random() < behaviour.p_archive:
-        steps.append(pack_step(end + rng.randrange(7 * DAY_MS, 60 * DAY_MS), Kind.ARCHIVED, 0))
-    steps.sort()
-    return steps

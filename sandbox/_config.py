@@ -1,0 +1,54 @@
+"""What makes one sandbox workspace: its data's seed and size, its plan, limits and faults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from ._timeline import Behaviour
+
+Order = Literal["asc", "desc"]
+PLAN_REQUESTS_PER_MINUTE = {"free": 30, "starter": 60, "pro": 300, "business": 1000}
+
+
+def default_start_ms() -> int:
+    """Midnight UTC of today: the generated history ends where the user's calendar is."""
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return int(today.timestamp() * 1000)
+
+
+@dataclass(slots=True)
+class SandboxConfig:
+    """Everything that makes one sandbox instance; tests use tight limits, the demo generous."""
+
+    seed: int = 42
+    shipments: int = 2_000
+    history_days: int = 180
+    start_ms: int = field(default_factory=default_start_ms)
+    plan: str = "pro"
+    order: Order = "asc"
+    # Limits. `None` for requests_per_minute means the plan's figure.
+    limits_enabled: bool = True
+    requests_per_second: float = 10.0
+    burst: int = 40
+    requests_per_minute: int | None = None
+    daily_shipments: int = 2_000
+    daily_requests: int | None = None
+    ip_requests_per_second: float = 100.0
+    ip_burst: int = 400
+    # Faults injected into /v1 responses, as rates between 0 and 1.
+    fault_429_rate: float = 0.0
+    fault_5xx_rate: float = 0.0
+    fault_truncate_rate: float = 0.0
+    fault_retry_after: Literal["seconds", "http-date", "zero", "mixed"] = "seconds"
+    # Webhook delivery.
+    webhook_timeout_s: float = 5.0
+    webhook_retry_base_s: float = 1.0
+    behaviour: Behaviour = field(default_factory=Behaviour)
+
+    @property
+    def effective_requests_per_minute(self) -> int:
+        if self.requests_per_minute is not None:
+            return self.requests_per_minute
+        return PLAN_REQUESTS_PER_MINUTE.get(self.plan, 300)
