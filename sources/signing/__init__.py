@@ -18,6 +18,7 @@ from dlt.sources import DltResource
 from . import settings
 from .children import fetch_for_each
 from .client import SigningClient
+from .columns import column_hints
 from .context import SyncContext
 from .errors import (
     AuthError,
@@ -104,27 +105,19 @@ def signing_source(
 
 
 def _columns(table: str, **extra: dict[str, Any]) -> Any:
-    """Column hints: UTC timestamps, booleans, and the merge tie-breaker `_fetch_seq`."""
-    columns: dict[str, dict[str, Any]] = {
-        name: {"data_type": "timestamp", "timezone": True}
-        for name in settings.TIMESTAMP_COLUMNS.get(table, ())
-    }
-    columns.update(
-        {name: {"data_type": "bool"} for name in settings.BOOLEAN_COLUMNS.get(table, ())}
-    )
+    """Column hints of a root table: every column of `columns.TABLES[table]` with its type
+    (so columns still all null exist from the first load), `workspace_id` non-nullable, the
+    merge tie-breaker `_fetch_seq`, then `extra`."""
+    columns = column_hints(table)
     columns["workspace_id"] = {"data_type": "text", "nullable": False}
     columns["_fetch_seq"] = {"data_type": "bigint", "dedup_sort": "desc"}
     columns.update(extra)
-    return {name: {"name": name, **hints} for name, hints in columns.items()}
+    return {name: {**hints, "name": name} for name, hints in columns.items()}
 
 
 def _nested(table: str) -> Any:
-    return {
-        "columns": {
-            name: {"name": name, "data_type": "timestamp", "timezone": True}
-            for name in settings.TIMESTAMP_COLUMNS.get(table, ())
-        }
-    }
+    """Hints of a nested table (`parent__list`): every column of `columns.TABLES[table]`."""
+    return {"columns": column_hints(table)}
 
 
 def _counted(

@@ -40,19 +40,4 @@ LIST_ENDPOINTS: dict[str, tuple[str, dict[str, str]]] = {
     "contacts": ("/contacts", {}),
 }
 
-# Timestamp columns per table, typed as UTC timestamps in the warehouse.
-TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
-    "documents": ("created_at", "updated_at"),
-    "shipments": ("created_at", "expires_at", "archived_at", "revoked_at"),
-    "shipments__recipients": ("sent_at", "expires_at", "signed_at", "last_viewed_at"),
-    "contacts": ("created_at", "updated_at"),
-    "webhooks": ("created_at", "last_delivered_at"),
-    "audit_events": ("at",),
-    "shipment_fields": ("recipient_signed_at",),
-}
-BOOLEAN_COLUMNS: dict[str, tuple[str, ...]] = {
-    "documents": ("password_protected",),
-    "shipments": ("password_protected", "final_pdf_ready", "sealed"),
-    "webhooks": ("is_active",),
-    "shipment_fields": ("required",),
-}
+# The raw tables' columns and their types (timestamps, booleans, ...) are in `columns.py`.

@@ -1,0 +1,225 @@
+"""Every column of the raw tables with its warehouse type, in one place.
+
+Each table's columns are the fields the API reference names (signing API v1, see docs/api.md),
+as they land in the warehouse, plus `workspace_id` and the link columns the source adds. Nested
+lists are tables of their own (`parent__list`, max_table_nesting=1) and nested objects are
+flattened into `object__field` columns. Declaring every column, with its type, makes dlt create
+it on the first load even when all its values are null so far, instead of leaving it out and
+warning that it "did not receive any data".
+
+Fields the reference does not name still load: dlt infers their columns from the data.
+dlt's own columns (`_dlt_id`, `_dlt_load_id`, ...) and the merge tie-breaker `_fetch_seq` are
+not listed here; `_fetch_seq` is declared where the resources are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+# The dlt data types the tables use; `json` is for values whose structure is free-form.
+ColumnType = Literal["text", "bigint", "double", "bool", "timestamp", "json"]
+Columns = dict[str, ColumnType]
+
+# One row per workspace (GET /me): the workspace's fields, the calling key's name and the
+# API version; `workspace_id` repeats `id` so every table has it.
+WORKSPACES: Final[Columns] = {
+    "id": "text",
+    "name": "text",
+    "slug": "text",
+    "plan": "text",
+    "key_name": "text",
+    "api_version": "text",
+    "workspace_id": "text",
+}
+
+# One row per document (read whole from GET /documents/{id}); `theme` is flattened into
+# `theme__*` columns; placeholders, fields and blocks are the nested tables below.
+DOCUMENTS: Final[Columns] = {
+    "id": "text",
+    "name": "text",
+    "kind": "text",
+    "language": "text",
+    "folder_id": "text",
+    "status": "text",
+    "signer_count": "bigint",
+    "password_protected": "bool",
+    "created_at": "timestamp",
+    "updated_at": "timestamp",
+    "theme__id": "text",
+    "workspace_id": "text",
+}
+
+# One row per field of a document.
+DOCUMENTS__FIELDS: Final[Columns] = {
+    "id": "text",
+    "type": "text",
+    "label": "text",
+    "required": "bool",
+    "external_id": "text",
+    "assigned_recipient_index": "bigint",
+    "document_id": "text",
+    "workspace_id": "text",
+}
+
+# One row per placeholder name of a document (`value` is the name).
+DOCUMENTS__PLACEHOLDERS: Final[Columns] = {
+    "value": "text",
+    "document_id": "text",
+    "workspace_id": "text",
+}
+
+# One row per content block of a document.
+DOCUMENTS__BLOCKS: Final[Columns] = {
+    "id": "text",
+    "type": "text",
+    "content": "text",
+    "document_id": "text",
+    "workspace_id": "text",
+}
+
+# One row per shipment, archived ones included; recipients are the nested table below.
+SHIPMENTS: Final[Columns] = {
+    "id": "text",
+    "document_id": "text",
+    "document_name": "text",
+    "status": "text",
+    "activity_status": "text",
+    "channel": "text",
+    "sign_mode": "text",
+    "signature_level": "text",
+    "password_protected": "bool",
+    "folder_id": "text",
+    "owner_name": "text",
+    "owner_email": "text",
+    "created_at": "timestamp",
+    "expires_at": "timestamp",
+    "archived_at": "timestamp",
+    "revoked_at": "timestamp",
+    "final_pdf_ready": "bool",
+    "sealed": "bool",
+    "workspace_id": "text",
+}
+
+# One row per recipient of a shipment.
+SHIPMENTS__RECIPIENTS: Final[Columns] = {
+    "id": "text",
+    "link_id": "text",
+    "position": "bigint",
+    "name": "text",
+    "email": "text",
+    "phone": "text",
+    "company": "text",
+    "status": "text",
+    "delivery_status": "text",
+    "last_error": "text",
+    "sent_at": "timestamp",
+    "expires_at": "timestamp",
+    "signed_at": "timestamp",
+    "view_count": "bigint",
+    "last_viewed_at": "timestamp",
+    "shipment_id": "text",
+    "workspace_id": "text",
+}
+
+# One row per audit event of a shipment (GET /shipments/{id}/events); `actor` is flattened.
+AUDIT_EVENTS: Final[Columns] = {
+    "id": "text",
+    "type": "text",
+    "at": "timestamp",
+    "recipient_id": "text",
+    "actor__name": "text",
+    "actor__ip": "text",
+    "shipment_id": "text",
+    "workspace_id": "text",
+}
+
+# One row per shipment, recipient and filled-in field (GET /shipments/{id}/fields, shaped by
+# `rows.field_rows`): the recipient entry's fields are prefixed `recipient_`, `placeholders`
+# (name to filled value) is JSON, and `value` is text (payment objects as JSON text).
+SHIPMENT_FIELDS: Final[Columns] = {
+    "shipment_id": "text",
+    "document_name": "text",
+    "recipient_id": "text",
+    "recipient_name": "text",
+    "recipient_email": "text",
+    "recipient_status": "text",
+    "recipient_signed_at": "timestamp",
+    "placeholders": "json",
+    "field_id": "text",
+    "external_id": "text",
+    "label": "text",
+    "type": "text",
+    "required": "bool",
+    "value": "text",
+    "workspace_id": "text",
+}
+
+# One row per contact; custom properties and group ids are the nested tables below.
+CONTACTS: Final[Columns] = {
+    "id": "text",
+    "name": "text",
+    "email": "text",
+    "phone": "text",
+    "company": "text",
+    "position": "text",
+    "notes": "text",
+    "created_at": "timestamp",
+    "updated_at": "timestamp",
+    "workspace_id": "text",
+}
+
+# One row per custom property of a contact (keys verbatim, dots included).
+CONTACTS__CUSTOM: Final[Columns] = {
+    "key": "text",
+    "value": "text",
+    "contact_id": "text",
+    "workspace_id": "text",
+}
+
+# One row per group of a contact (`value` is the group id).
+CONTACTS__GROUP_IDS: Final[Columns] = {
+    "value": "text",
+    "contact_id": "text",
+    "workspace_id": "text",
+}
+
+# One row per webhook subscription, without its secret.
+WEBHOOKS: Final[Columns] = {
+    "id": "text",
+    "event": "text",
+    "target_url": "text",
+    "is_active": "bool",
+    "delivery_count": "bigint",
+    "failure_count": "bigint",
+    "last_delivered_at": "timestamp",
+    "last_error": "text",
+    "created_at": "timestamp",
+    "workspace_id": "text",
+}
+
+# Every table the source loads, by name.
+TABLES: Final[dict[str, Columns]] = {
+    "workspaces": WORKSPACES,
+    "documents": DOCUMENTS,
+    "documents__fields": DOCUMENTS__FIELDS,
+    "documents__placeholders": DOCUMENTS__PLACEHOLDERS,
+    "documents__blocks": DOCUMENTS__BLOCKS,
+    "shipments": SHIPMENTS,
+    "shipments__recipients": SHIPMENTS__RECIPIENTS,
+    "audit_events": AUDIT_EVENTS,
+    "shipment_fields": SHIPMENT_FIELDS,
+    "contacts": CONTACTS,
+    "contacts__custom": CONTACTS__CUSTOM,
+    "contacts__group_ids": CONTACTS__GROUP_IDS,
+    "webhooks": WEBHOOKS,
+}
+
+
+def column_hints(table: str) -> dict[str, dict[str, Any]]:
+    """dlt column hints of `table`'s columns: name and data type; timestamps in UTC."""
+    return {
+        name: {"name": name, "data_type": data_type, "timezone": True}
+        if data_type == "timestamp"
+        else {"name": name, "data_type": data_type}
+        for name, data_type in TABLES[table].items()
+    }
