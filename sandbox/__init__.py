@@ -1,7 +1,7 @@
 """A local, faithful server of the signing service's API v1 with synthetic data.
 
-Public surface: `SandboxConfig` to describe an instance, `RunningSandbox` to serve one on
-loopback, `Store` for its data, and `signature` to check webhook deliveries.
+Public surface: `SandboxConfig` to describe a workspace, `RunningSandbox` to serve one or several
+on loopback, `Store` for a workspace's data, and `signature` to check webhook deliveries.
 """
 
 from ._config import PLAN_REQUESTS_PER_MINUTE, SandboxConfig

@@ -31,6 +31,7 @@ def advance(store: Store, milliseconds: int) -> dict[str, int]:
         for created in sorted(rng.randrange(start, end + 1) for _ in range(new_count)):
             shipment = new_shipment(
                 rng,
+                store.ids,
                 created,
                 rng.choice(store.document_list),
                 None,

@@ -6,6 +6,7 @@ They need no key: they belong to whoever runs the sandbox, not to the API.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ from . import _activity
 from ._errors import SandboxError
 from ._gateway import Gateway
 from ._http import json_body, json_response
+from ._model import JSON
 from ._routes import parse_since
 from ._store import Store
 from ._timeline import DAY_MS
@@ -41,13 +43,20 @@ SETTINGS = (
 
 
 class Admin:
-    """The admin endpoints over one store, its gateway and its webhook dispatcher."""
+    """The admin endpoints over a server's workspaces, their gateway and webhook dispatcher.
 
-    def __init__(self, store: Store, gateway: Gateway, dispatcher: WebhookDispatcher) -> None:
-        self.store = store
+    Each acts on every workspace unless the query parameter `workspace` names one. Answers
+    keep the one-workspace shape at their top level (the first workspace acted on, totals where
+    they add up); with several workspaces, `workspaces` says what each did.
+    """
+
+    def __init__(
+        self, stores: Sequence[Store], gateway: Gateway, dispatcher: WebhookDispatcher
+    ) -> None:
+        self.stores = list(stores)
         self.gateway = gateway
         self.dispatcher = dispatcher
-        self.activity: asyncio.Task[None] | None = None
+        self.activity: dict[str, asyncio.Task[None]] = {}  # by workspace id
 
     def routes(self) -> list[Route]:
         return [
@@ -60,28 +69,59 @@ class Admin:
             Route("/_sandbox/activity", self.set_activity, methods=["POST"]),
         ]
 
-    async def state(self, request: Request) -> Response:
-        store = self.store
+    def _targets(self, request: Request) -> list[Store]:
+        """The workspace `?workspace=` names, or all of them."""
+        wanted = request.query_params.get("workspace")
+        if wanted is None:
+            return self.stores
+        for store in self.stores:
+            if store.workspace.id == wanted:
+                return [store]
+        raise SandboxError(404, "not_found", f"no workspace {wanted!r}")
+
+    def _answer(self, top: JSON, each: list[JSON], status: int = 200) -> Response:
+        """`top`, plus `workspaces` (what each workspace did) when the server has several: a
+        one-workspace sandbox answers as it always has."""
+        if len(self.stores) > 1:
+            top = {**top, "workspaces": each}
+        return json_response(top, status)
+
+    def _running(self, store: Store) -> bool:
+        task = self.activity.get(store.workspace.id)
+        return task is not None and not task.done()
+
+    def _describe(self, store: Store) -> JSON:
+        lane = self.gateway.lanes[store.workspace.id]
         with store.lock:
-            return json_response(
-                {
-                    "now": _iso_now(store),
-                    "workspace_id": store.workspace.id,
-                    "counts": {
-                        "documents": len(store.documents),
-                        "contacts": len(store.contacts),
-                        "shipments": len(store.shipments),
-                        "webhooks": len(store.webhooks),
-                    },
-                    "requests_served": self.gateway.served,
-                    "requests_refused": self.gateway.refused,
-                    "webhook_attempts": self.dispatcher.attempts,
-                    "activity_running": self.activity is not None and not self.activity.done(),
-                    "generation_seconds": round(store.generation_seconds, 3),
-                }
-            )
+            return {
+                "workspace_id": store.workspace.id,
+                "now": _iso_now(store),
+                "counts": {
+                    "documents": len(store.documents),
+                    "contacts": len(store.contacts),
+                    "shipments": len(store.shipments),
+                    "webhooks": len(store.webhooks),
+                },
+                "requests_served": lane.served,
+                "requests_refused": lane.refused,
+                "webhook_attempts": self.dispatcher.attempts[store.workspace.id],
+                "activity_running": self._running(store),
+                "generation_seconds": round(store.generation_seconds, 3),
+            }
+
+    async def state(self, request: Request) -> Response:
+        """Each workspace; at the top level, the first, with the server's request and webhook
+        totals (401 answers included) unless one workspace was asked for."""
+        described = [self._describe(store) for store in self._targets(request)]
+        body = dict(described[0])
+        if "workspace" not in request.query_params:
+            body["requests_served"] = self.gateway.served
+            body["requests_refused"] = self.gateway.refused
+            body["webhook_attempts"] = self.dispatcher.attempts.total()
+        return self._answer(body, described)
 
     async def advance(self, request: Request) -> Response:
+        targets = self._targets(request)
         body = await json_body(request)
         units = {"minutes": 60_000, "hours": 3_600_000, "days": DAY_MS}
         total = 0.0
@@ -90,18 +130,30 @@ class Admin:
             if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
                 raise SandboxError(422, "invalid_request", f"{name} must be a positive number")
             total += value * factor
-        counts = await asyncio.to_thread(_activity.advance, self.store, int(total))
-        return json_response({"now": _iso_now(self.store), **counts})
+        each: list[JSON] = []
+        for store in targets:
+            counts = await asyncio.to_thread(_activity.advance, store, int(total))
+            each.append({"workspace_id": store.workspace.id, "now": _iso_now(store), **counts})
+        sums = {name: sum(e[name] for e in each) for name in counts}
+        return self._answer({"now": each[0]["now"], **sums}, each)
 
     async def touch(self, request: Request) -> Response:
+        targets = self._targets(request)
         body = await json_body(request)
         count = body.get("count", 1)
         if not isinstance(count, int) or count < 0:
             raise SandboxError(422, "invalid_request", "count must be a positive integer")
-        touched = _activity.touch(self.store, str(body.get("entity")), count)
-        return json_response({"touched": touched, "now": _iso_now(self.store)})
+        each: list[JSON] = []
+        for store in targets:
+            touched = _activity.touch(store, str(body.get("entity")), count)
+            each.append(
+                {"workspace_id": store.workspace.id, "touched": touched, "now": _iso_now(store)}
+            )
+        total = sum(e["touched"] for e in each)
+        return self._answer({"touched": total, "now": each[0]["now"]}, each)
 
     async def configure(self, request: Request) -> Response:
+        targets = self._targets(request)
         body = await json_body(request)
         unknown = set(body) - set(SETTINGS)
         if unknown:
@@ -117,52 +169,70 @@ class Admin:
             raise SandboxError(422, "invalid_request", "fault_retry_after is not a known form")
         for name, value in body.items():
             _check_setting(name, value)
-        config = self.store.config
-        with self.store.lock:
-            for name, value in body.items():
-                setattr(config, name, value)
-            self.gateway.reset_limits()
-        return json_response({name: getattr(config, name) for name in SETTINGS})
+        each: list[JSON] = []
+        for store in targets:
+            with store.lock:
+                for name, value in body.items():
+                    setattr(store.config, name, value)
+                self.gateway.reset_limits(store)
+            settings = {name: getattr(store.config, name) for name in SETTINGS}
+            each.append({"workspace_id": store.workspace.id, **settings})
+        first = {k: v for k, v in each[0].items() if k != "workspace_id"}
+        return self._answer(first, each)
 
     async def create_key(self, request: Request) -> Response:
+        """A key in each workspace acted on; the top level shows the first."""
+        targets = self._targets(request)
         body = await json_body(request)
         scopes = body.get("scopes", ["read"])
         expires = parse_since(body.get("expires_at")) if body.get("expires_at") else None
-        with self.store.lock:
-            key = self.store.keys.create(
-                str(body.get("name", "test key")),
-                scopes,
-                expires_at=expires,
-                ip_allowlist=body.get("ip_allowlist") or (),
-            )
-        return json_response({"key": key.secret, "scopes": sorted(key.scopes)}, 201)
+        each: list[JSON] = []
+        for store in targets:
+            with store.lock:
+                key = store.keys.create(
+                    str(body.get("name", "test key")),
+                    scopes,
+                    expires_at=expires,
+                    ip_allowlist=body.get("ip_allowlist") or (),
+                )
+            each.append({"workspace_id": store.workspace.id, "key": key.secret})
+        return self._answer({"key": each[0]["key"], "scopes": sorted(key.scopes)}, each, 201)
 
     async def revoke_key(self, request: Request) -> Response:
+        targets = self._targets(request)
         body = await json_body(request)
-        with self.store.lock:
-            key = self.store.keys.get(str(body.get("key")))
-            if key is None:
-                raise SandboxError(404, "not_found", "no such key")
-            key.revoked = True
-        return json_response({"revoked": True})
+        for store in targets:
+            with store.lock:
+                key = store.keys.get(str(body.get("key")))
+                if key is not None:
+                    key.revoked = True
+                    return self._answer({"revoked": True}, [{"workspace_id": store.workspace.id}])
+        raise SandboxError(404, "not_found", "no such key")
 
     async def set_activity(self, request: Request) -> Response:
         """Start or stop background activity: `speed` simulated seconds per real second and
         `touches_per_second` single-record updates scattered over all records."""
+        targets = self._targets(request)
         body = await json_body(request)
-        self.stop_activity()
-        if body.get("running", True):
-            speed = float(body.get("speed", 600))
-            touches = float(body.get("touches_per_second", 20))
-            self.activity = asyncio.get_running_loop().create_task(
-                _activity.run_in_background(self.store, speed, touches)
-            )
-        return json_response({"running": self.activity is not None})
+        for store in targets:
+            self._stop(store)
+            if body.get("running", True):
+                speed = float(body.get("speed", 600))
+                touches = float(body.get("touches_per_second", 20))
+                self.activity[store.workspace.id] = asyncio.get_running_loop().create_task(
+                    _activity.run_in_background(store, speed, touches)
+                )
+        each = [{"workspace_id": s.workspace.id, "running": self._running(s)} for s in targets]
+        return self._answer({"running": each[0]["running"]}, each)
+
+    def _stop(self, store: Store) -> None:
+        task = self.activity.pop(store.workspace.id, None)
+        if task is not None:
+            task.cancel()
 
     def stop_activity(self) -> None:
-        if self.activity is not None:
-            self.activity.cancel()
-            self.activity = None
+        for store in self.stores:
+            self._stop(store)
 
 
 def _check_setting(name: str, value: Any) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -23,6 +23,9 @@ class SandboxConfig:
     """Everything that makes one sandbox instance; tests use tight limits, the demo generous."""
 
     seed: int = 42
+    # Seed of the record ids (default: `seed`). Workspaces with one id_seed and different seeds
+    # have different data under the same ids: the n-th shipment of each has the same id.
+    id_seed: int | None = None
     shipments: int = 2_000
     history_days: int = 180
     start_ms: int = field(default_factory=default_start_ms)
@@ -52,3 +55,14 @@ class SandboxConfig:
         if self.requests_per_minute is not None:
             return self.requests_per_minute
         return PLAN_REQUESTS_PER_MINUTE.get(self.plan, 300)
+
+    @property
+    def effective_id_seed(self) -> int:
+        return self.seed if self.id_seed is None else self.id_seed
+
+    def workspaces(self, count: int) -> list[SandboxConfig]:
+        """`count` workspaces for one server, this one first: seeds `seed`, `seed + 1`, ... and
+        one id_seed, so their ids collide on purpose while their data differs."""
+        return [
+            replace(self, seed=self.seed + n, id_seed=self.effective_id_seed) for n in range(count)
+        ]

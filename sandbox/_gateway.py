@@ -8,6 +8,7 @@ on whatever the route answered, errors included.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
@@ -22,24 +23,22 @@ from ._store import Store
 from ._timeline import DAY_MS
 
 
-class Gateway:
-    """Authentication, limits, faults and headers for every `/v1` request, in front of `app`."""
+class Lane:
+    """One workspace's side of the gateway: the buckets of its keys, its per-minute and daily
+    caps, the dice of its faults, and how many of its requests it served and refused."""
 
-    def __init__(self, app: ASGIApp, store: Store) -> None:
-        self.app = app
+    def __init__(self, store: Store) -> None:
         self.store = store
         self._key_buckets: dict[str, TokenBucket] = {}
-        self._ip_buckets: dict[str, TokenBucket] = {}
         self._rng = random.Random(store.config.seed + 13)
-        self.reset_limits()
         self.served = 0
         self.refused = 0
+        self.reset()
 
-    def reset_limits(self) -> None:
-        """Start all buckets afresh, after a configuration change."""
+    def reset(self) -> None:
+        """Start the workspace's buckets afresh, after a configuration change."""
         config = self.store.config
         self._key_buckets.clear()
-        self._ip_buckets.clear()
         self._minute = SlidingWindow(config.effective_requests_per_minute, 60.0)
         self._daily = (
             DailyCounter(config.daily_requests, self._sandbox_day)
@@ -51,42 +50,7 @@ class Gateway:
         now = self.store.clock.now_ms()
         return now // DAY_MS, ((now // DAY_MS + 1) * DAY_MS - now) / 1000
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        config = self.store.config
-        # The Date header is the clock when the request arrived, never later than the data the
-        # answer shows: a client that takes it as "read up to here" misses nothing.
-        state = scope.setdefault("state", {})
-        state["arrival_ms"] = self.store.clock.now_ms()
-        client_ip = (scope.get("client") or ("", 0))[0]
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        token = _token(headers)
-        ip_bucket = self._ip_buckets.setdefault(
-            client_ip, TokenBucket(config.ip_requests_per_second, config.ip_burst)
-        )
-        try:
-            with self.store.lock:
-                key = self.store.keys.authenticate(token, client_ip, self.store.clock.now_ms())
-        except SandboxError as error:
-            verdict = admit([(ip_bucket, "ip")]) if config.limits_enabled else None
-            await self._reply(
-                scope, send, error_response(error.status, error.code, error.message), verdict
-            )
-            return
-        state["api_key"] = key
-        state["store"] = self.store
-        verdict = self._admit(key, ip_bucket)
-        if verdict is not None and not verdict.allowed:
-            self.refused += 1
-            await self._reply(scope, send, self._too_many(verdict.retry_after_s), verdict)
-            return
-        fault = self._fault()
-        if fault is not None:
-            await self._reply(scope, send, fault, verdict)
-            return
-        truncate = self._rng.random() < config.fault_truncate_rate
-        await self._forward(scope, receive, send, verdict, truncate)
-
-    def _admit(self, key: ApiKey, ip_bucket: TokenBucket) -> Verdict | None:
+    def admit(self, key: ApiKey, ip_bucket: TokenBucket) -> Verdict | None:
         config = self.store.config
         if not config.limits_enabled:
             return None
@@ -102,7 +66,7 @@ class Gateway:
             buckets.append((self._daily, "daily"))
         return admit(buckets)
 
-    def _fault(self) -> Response | None:
+    def fault(self) -> Response | None:
         config = self.store.config
         roll = self._rng.random()
         if roll < config.fault_429_rate:
@@ -110,7 +74,7 @@ class Gateway:
             if style == "mixed":
                 style = self._rng.choice(("seconds", "http-date", "zero"))
             wait = 0 if style == "zero" else 1
-            response = self._too_many(wait)
+            response = too_many(wait)
             if style == "http-date":
                 moment = datetime.fromtimestamp(self.store.clock.now_ms() / 1000 + wait, UTC)
                 response.headers["Retry-After"] = format_datetime(moment, usegmt=True)
@@ -120,17 +84,14 @@ class Gateway:
             return error_response(status, "server_error", "injected server fault")
         return None
 
-    @staticmethod
-    def _too_many(wait_s: int) -> Response:
-        response = error_response(429, "rate_limited", "rate limit exceeded", retry_after=wait_s)
-        response.headers["Retry-After"] = str(wait_s)
-        return response
+    def truncates(self) -> bool:
+        return self._rng.random() < self.store.config.fault_truncate_rate
 
-    def _limit_headers(self, verdict: Verdict | None, scope: Scope) -> list[tuple[bytes, bytes]]:
+    def limit_headers(self, verdict: Verdict | None, arrival_ms: int) -> list[tuple[bytes, bytes]]:
         config = self.store.config
         now = self.store.clock.now_ms()
         used = self.store.daily_shipments_used.get(now // DAY_MS, 0)
-        moment = datetime.fromtimestamp(scope["state"]["arrival_ms"] / 1000, UTC)
+        moment = datetime.fromtimestamp(arrival_ms / 1000, UTC)
         pairs = [
             ("date", format_datetime(moment, usegmt=True)),
             ("x-daily-limit", str(config.daily_shipments)),
@@ -146,11 +107,83 @@ class Gateway:
         ]
         return [(k.encode(), v.encode()) for k, v in pairs]
 
-    async def _reply(
-        self, scope: Scope, send: Send, response: Response, verdict: Verdict | None
-    ) -> None:
+
+def too_many(wait_s: int) -> Response:
+    response = error_response(429, "rate_limited", "rate limit exceeded", retry_after=wait_s)
+    response.headers["Retry-After"] = str(wait_s)
+    return response
+
+
+class Gateway:
+    """Authentication, limits, faults and headers for every `/v1` request, in front of `app`.
+
+    A request goes to the workspace whose key it carries. A request with a key no workspace
+    knows is refused as the first workspace would, with its headers. The buckets per client
+    address belong to the whole server, sized by the first workspace's settings.
+    """
+
+    def __init__(self, app: ASGIApp, stores: Sequence[Store]) -> None:
+        self.app = app
+        self.lanes = {store.workspace.id: Lane(store) for store in stores}
+        self._first = self.lanes[stores[0].workspace.id]
+        self._ip_buckets: dict[str, TokenBucket] = {}
+        self.served = 0
+        self.refused = 0
+
+    def reset_limits(self, store: Store) -> None:
+        """Start a workspace's buckets and the per-address ones afresh."""
+        self.lanes[store.workspace.id].reset()
+        self._ip_buckets.clear()
+
+    def _lane_of(self, token: str | None) -> Lane:
+        for lane in self.lanes.values():
+            if lane.store.keys.get(token) is not None:
+                return lane
+        return self._first  # whose keyring then refuses the key as unknown
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        client_ip = (scope.get("client") or ("", 0))[0]
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        token = _token(headers)
+        lane = self._lane_of(token)
+        store = lane.store
+        # The Date header is the clock when the request arrived, never later than the data the
+        # answer shows: a client that takes it as "read up to here" misses nothing.
+        state = scope.setdefault("state", {})
+        state["arrival_ms"] = store.clock.now_ms()
         self.served += 1
-        response.raw_headers.extend(self._limit_headers(verdict, scope))
+        sizes = self._first.store.config
+        ip_bucket = self._ip_buckets.setdefault(
+            client_ip, TokenBucket(sizes.ip_requests_per_second, sizes.ip_burst)
+        )
+        try:
+            with store.lock:
+                key = store.keys.authenticate(token, client_ip, store.clock.now_ms())
+        except SandboxError as error:
+            verdict = admit([(ip_bucket, "ip")]) if store.config.limits_enabled else None
+            response = error_response(error.status, error.code, error.message)
+            await self._reply(scope, send, response, lane, verdict)
+            return
+        state["api_key"] = key
+        state["store"] = store
+        lane.served += 1
+        verdict = lane.admit(key, ip_bucket)
+        if verdict is not None and not verdict.allowed:
+            self.refused += 1
+            lane.refused += 1
+            await self._reply(scope, send, too_many(verdict.retry_after_s), lane, verdict)
+            return
+        fault = lane.fault()
+        if fault is not None:
+            await self._reply(scope, send, fault, lane, verdict)
+            return
+        await self._forward(scope, receive, send, lane, verdict, lane.truncates())
+
+    @staticmethod
+    async def _reply(
+        scope: Scope, send: Send, response: Response, lane: Lane, verdict: Verdict | None
+    ) -> None:
+        response.raw_headers.extend(lane.limit_headers(verdict, scope["state"]["arrival_ms"]))
 
         async def no_body() -> Message:
             return {"type": "http.request", "body": b"", "more_body": False}
@@ -158,9 +191,15 @@ class Gateway:
         await response(scope, no_body, send)
 
     async def _forward(
-        self, scope: Scope, receive: Receive, send: Send, verdict: Verdict | None, truncate: bool
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        lane: Lane,
+        verdict: Verdict | None,
+        truncate: bool,
     ) -> None:
-        self.served += 1
+        arrival_ms = scope["state"]["arrival_ms"]
         started = finished = False
 
         async def stamped(message: Message) -> None:
@@ -171,7 +210,7 @@ class Gateway:
                 own = {k.lower() for k, _ in message["headers"]}
                 message["headers"] = [
                     (k, v) for k, v in message["headers"] if k.lower() != b"date"
-                ] + [(k, v) for k, v in self._limit_headers(verdict, scope) if k not in own]
+                ] + [(k, v) for k, v in lane.limit_headers(verdict, arrival_ms) if k not in own]
             elif message["type"] == "http.response.body" and truncate and message.get("body"):
                 message = {
                     **message,
@@ -191,9 +230,8 @@ class Gateway:
                 return
             if started:
                 raise
-            await self._reply(
-                scope, send, error_response(500, "server_error", "internal error"), verdict
-            )
+            crashed = error_response(500, "server_error", "internal error")
+            await self._reply(scope, send, crashed, lane, verdict)
 
 
 def _token(headers: dict[str, str]) -> str | None:

@@ -1,11 +1,13 @@
 """Synthetic workspace data: documents, contacts and shipments, deterministic from a seed.
 
 Names, companies and documents are drawn from small tables so that the data reads like a real
-German-speaking workspace; every shipment's future comes from `plan_timeline`.
+German-speaking workspace; every shipment's future comes from `plan_timeline`. Record ids come
+from streams of their own (`Ids`), so that workspaces can share ids while their data differs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +121,30 @@ _ASCII = str.maketrans(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Ids:
+    """Where record ids come from: a random stream per kind of record (recipients' ids derive
+    from their shipment's)."""
+
+    documents: random.Random
+    fields: random.Random
+    contacts: random.Random
+    shipments: random.Random
+
+    @classmethod
+    def seeded(cls, id_seed: int) -> Ids:
+        """One stream per kind, so the n-th record of a kind has the same id in every
+        workspace with this id seed, whatever its data (which decides, say, how many
+        recipients a shipment has)."""
+        kinds = ("documents", "fields", "contacts", "shipments")
+        return cls(*(random.Random(f"{id_seed}:{kind}") for kind in kinds))
+
+    @classmethod
+    def from_rng(cls, rng: random.Random) -> Ids:
+        """Ids drawn from `rng` itself, for a record the API creates from its request."""
+        return cls(rng, rng, rng, rng)
+
+
 @dataclass(slots=True)
 class World:
     """What a workspace starts with: the records of its history up to the clock start."""
@@ -129,19 +155,19 @@ class World:
     shipments: list[Shipment]
 
 
-def generate(config: SandboxConfig) -> World:
+def generate(config: SandboxConfig, position: int, ids: Ids) -> World:
     """The workspace's history: shipments created evenly over `history_days` before the clock
     start, each with the steps of its timeline that happened by then applied."""
     rng = random.Random(config.seed)
-    workspace = make_workspace(rng, config.plan)
+    workspace = make_workspace(config.seed, position, config.plan)
     now = config.start_ms
     history_ms = config.history_days * DAY_MS
     begin = now - history_ms - 30 * DAY_MS
-    documents = make_documents(rng, max(8, min(200, config.shipments // 1000)), begin)
+    documents = make_documents(rng, ids, max(8, min(200, config.shipments // 1000)), begin)
     for doc in documents:
         doc.updated_at = min(doc.updated_at, now - 1)
     contacts = [
-        make_contact(rng, begin + rng.randrange(0, history_ms + 30 * DAY_MS))
+        make_contact(rng, ids, begin + rng.randrange(0, history_ms + 30 * DAY_MS))
         for _ in range(max(50, min(50_000, config.shipments // 4)))
     ]
     for contact in contacts:
@@ -154,7 +180,7 @@ def generate(config: SandboxConfig) -> World:
         created = first_created + (history_ms * number) // max(1, count)
         created += rng.randrange(0, max(1, history_ms // max(1, count)))
         shipment = new_shipment(
-            rng, created, rng.choice(documents), None, contacts, config.behaviour
+            rng, ids, created, rng.choice(documents), None, contacts, config.behaviour
         )
         for at_ms, _, _ in apply_until(shipment, now):
             shipment.updated_at = max(shipment.updated_at, at_ms)
@@ -166,13 +192,20 @@ def _hex(rng: random.Random, length: int = 16) -> str:
     return f"{rng.getrandbits(length * 4):0{length}x}"
 
 
-def make_workspace(rng: random.Random, plan: str) -> Workspace:
+def make_workspace(seed: int, position: int, plan: str) -> Workspace:
+    """The workspace's identity comes from its seed and its position in the server, never from
+    the id seed: two workspaces of one server always have different ids."""
+    digest = hashlib.sha256(f"{seed}:{position}:workspace".encode()).hexdigest()
+    number = f" {position + 1}" if position else ""
     return Workspace(
-        id=f"ws_{_hex(rng, 12)}", name="Nordlicht Signing Demo", slug="nordlicht", plan=plan
+        id=f"ws_{digest[:12]}",
+        name=f"Nordlicht Signing Demo{number}",
+        slug=f"nordlicht{number.replace(' ', '-')}",
+        plan=plan,
     )
 
 
-def make_documents(rng: random.Random, count: int, start_ms: int) -> list[Document]:
+def make_documents(rng: random.Random, ids: Ids, count: int, start_ms: int) -> list[Document]:
     """Templates with text fields, some with a payment field, and placeholders."""
     documents = []
     for number in range(count):
@@ -181,7 +214,7 @@ def make_documents(rng: random.Random, count: int, start_ms: int) -> list[Docume
         for position in range(rng.randint(1, 4)):
             fields.append(
                 DocumentField(
-                    id=f"fld_{_hex(rng, 10)}",
+                    id=f"fld_{_hex(ids.fields, 10)}",
                     type="text",
                     label=rng.choice(FIELD_LABELS),
                     required=rng.random() < 0.6,
@@ -194,7 +227,7 @@ def make_documents(rng: random.Random, count: int, start_ms: int) -> list[Docume
         if number % 3 == 0:
             fields.append(
                 DocumentField(
-                    id=f"fld_{_hex(rng, 10)}",
+                    id=f"fld_{_hex(ids.fields, 10)}",
                     type="payment",
                     label="Plan",
                     required=True,
@@ -205,7 +238,7 @@ def make_documents(rng: random.Random, count: int, start_ms: int) -> list[Docume
         created = start_ms + rng.randrange(0, 30 * DAY_MS)
         documents.append(
             Document(
-                id=f"doc_{_hex(rng, 12)}",
+                id=f"doc_{_hex(ids.documents, 12)}",
                 name=f"{DOCUMENT_NAMES[number % len(DOCUMENT_NAMES)]} v{number // 14 + 1}",
                 kind="document",
                 language=rng.choice(("de", "de", "en", "fr")),
@@ -233,7 +266,7 @@ def random_person(rng: random.Random) -> tuple[str, str, str | None, str | None]
     return f"{first} {last}", email, phone, rng.choice(COMPANIES)
 
 
-def make_contact(rng: random.Random, created_ms: int) -> Contact:
+def make_contact(rng: random.Random, ids: Ids, created_ms: int) -> Contact:
     """A contact with custom properties whose keys contain dots, in zero to two groups."""
     name, email, phone, company = random_person(rng)
     custom = {
@@ -241,7 +274,7 @@ def make_contact(rng: random.Random, created_ms: int) -> Contact:
         for key in rng.sample(CUSTOM_KEYS, rng.randint(0, 3))
     }
     return Contact(
-        id=f"ct_{_hex(rng, 12)}",
+        id=f"ct_{_hex(ids.contacts, 12)}",
         name=name,
         email=email,
         phone=phone,
@@ -255,8 +288,16 @@ def make_contact(rng: random.Random, created_ms: int) -> Contact:
     )
 
 
+def _recipient_ids(shipment_id: str, position: int) -> tuple[str, str]:
+    """A recipient's id and link id, from its shipment's id and its place: the k-th recipient of
+    shipments with one id has one id, however many recipients came before in either workspace."""
+    digest = hashlib.blake2b(f"{shipment_id}:{position}".encode(), digest_size=18).hexdigest()
+    return f"rcp_{digest[:16]}", f"lnk_{digest[16:]}"
+
+
 def new_shipment(
     rng: random.Random,
+    ids: Ids,
     created: int,
     document: Document,
     people: list[Person] | None,
@@ -282,11 +323,10 @@ def new_shipment(
                 people.append((*random_person(rng), None))
     days = expires_in_days or rng.choice((7, 14, 14, 30))
     expires = created + days * DAY_MS
-    shipment_id = f"shp_{rng.getrandbits(64):016x}"
+    shipment_id = f"shp_{ids.shipments.getrandbits(64):016x}"
     recipients = [
         Recipient(
-            id=f"rcp_{rng.getrandbits(64):016x}",
-            link_id=f"lnk_{rng.getrandbits(80):020x}",
+            *_recipient_ids(shipment_id, position),
             position=position,
             name=name,
             email=email,
@@ -301,7 +341,7 @@ def new_shipment(
     owner_name, owner_email = rng.choice(OWNERS)
     return Shipment(
         id=shipment_id,
-        uuid=f"{rng.getrandbits(128):032x}",
+        uuid=f"{ids.shipments.getrandbits(128):032x}",
         document_id=document.id,
         document_name=document.name,
         document_fields=document.fields,

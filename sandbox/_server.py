@@ -10,7 +10,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -27,12 +27,18 @@ from ._store import Store
 from ._webhooks import WebhookDispatcher
 
 
-def build_app(store: Store) -> tuple[ASGIApp, Starlette]:
+def build_app(stores: Sequence[Store]) -> tuple[ASGIApp, Starlette]:
     """The sandbox as one ASGI app (serve the first), and the part outside `/v1` whose
     `state.dispatcher` delivers webhooks. Each part is built from the ones before it."""
-    dispatcher = WebhookDispatcher(store)
-    gateway = Gateway(api_app(), store)
-    admin = Admin(store, gateway, dispatcher)
+    if not stores:
+        raise ValueError("a sandbox serves at least one workspace")
+    if len({s.workspace.id for s in stores}) < len(stores):
+        raise ValueError("workspaces of one server need distinct ids: give each its position")
+    if len({s.main_key.secret for s in stores}) < len(stores):
+        raise ValueError("workspaces of one server need distinct keys: give each its position")
+    dispatcher = WebhookDispatcher(stores)
+    gateway = Gateway(api_app(), stores)
+    admin = Admin(stores, gateway, dispatcher)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -60,14 +66,17 @@ def build_app(store: Store) -> tuple[ASGIApp, Starlette]:
 
 
 class RunningSandbox:
-    """A sandbox served on loopback in a background thread; use as a context manager."""
+    """A sandbox served on loopback in a background thread; use as a context manager.
 
-    def __init__(
-        self, config: SandboxConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
-    ) -> None:
-        self.config = config or SandboxConfig()
-        self.store = Store(self.config)
-        served, self.app = build_app(self.store)
+    One workspace per config, in this order (none: one with the defaults); a request goes to
+    the workspace whose key it carries. `SandboxConfig.workspaces(n)` makes configs whose ids
+    collide on purpose.
+    """
+
+    def __init__(self, *configs: SandboxConfig, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.configs = list(configs) or [SandboxConfig()]
+        self.stores = [Store(c, position=n) for n, c in enumerate(self.configs)]
+        served, self.app = build_app(self.stores)
         self._server = uvicorn.Server(_uvicorn_config(served, host, port))
         self._thread = threading.Thread(target=self._server.run, name="sandbox", daemon=True)
         self.host = host
@@ -97,8 +106,23 @@ class RunningSandbox:
         return f"{self.root_url}/v1"
 
     @property
+    def config(self) -> SandboxConfig:
+        return self.configs[0]
+
+    @property
+    def store(self) -> Store:
+        """The first workspace's store."""
+        return self.stores[0]
+
+    @property
     def api_key(self) -> str:
+        """The first workspace's main key (all scopes)."""
         return self.store.main_key.secret
+
+    @property
+    def api_keys(self) -> list[str]:
+        """Each workspace's main key, in the order of `stores`."""
+        return [store.main_key.secret for store in self.stores]
 
     def __enter__(self) -> Self:
         return self.start()
@@ -139,8 +163,9 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_forever(store: Store, sock: socket.socket) -> None:
-    """Serve on a bound socket in the foreground until interrupted (Ctrl-C)."""
-    served, _ = build_app(store)
+def serve_forever(stores: Store | Sequence[Store], sock: socket.socket) -> None:
+    """Serve one workspace or several on a bound socket in the foreground until interrupted
+    (Ctrl-C). Several: `Store(config, position=n)` for the n-th of `config.workspaces(count)`."""
+    served, _ = build_app([stores] if isinstance(stores, Store) else stores)
     host, port = sock.getsockname()[:2]
     uvicorn.Server(_uvicorn_config(served, host, port)).run(sockets=[sock])

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ._config import SandboxConfig
 from ._errors import DailyAllowanceExhausted, SandboxError
-from ._generate import Person, generate, new_shipment
+from ._generate import Ids, Person, generate, new_shipment
 from ._index import Index, Page, filtered_page
 from ._keys import ALL_SCOPES, Keyring, derived_secret
 from ._model import (
@@ -47,23 +47,30 @@ class StepEvent:
 
 
 class Store:
-    """All records of the sandbox's one workspace and the rules that change them."""
+    """All records of one workspace and the rules that change them.
 
-    def __init__(self, config: SandboxConfig) -> None:
+    `position` is the workspace's place among its server's workspaces: with `config.seed` it
+    makes the workspace id and the main key, so that no two workspaces of a server share them.
+    """
+
+    def __init__(self, config: SandboxConfig, *, position: int = 0) -> None:
         started = time.perf_counter()
         self.config = config
         self.lock = threading.RLock()
         self.clock = SandboxClock(config.start_ms)
         self.activity_rng = random.Random(config.seed * 7919 + 1)
-        self.listeners: list[Callable[[StepEvent], None]] = []
+        # Generation and later activity draw ids from the same streams, so ids keep colliding
+        # across workspaces with one id seed as their clocks advance.
+        self.ids = Ids.seeded(config.effective_id_seed)
+        self.listeners: list[Callable[[Store, StepEvent], None]] = []
         self.keys = Keyring()
         self.main_key = self.keys.create(
-            "Sandbox all scopes", ALL_SCOPES, secret=derived_secret(config.seed, "main")
+            "Sandbox all scopes", ALL_SCOPES, secret=derived_secret(config.seed, position, "main")
         )
         self.webhooks: dict[str, Webhook] = {}
         self.idempotency: dict[str, IdempotentReply] = {}
         self.daily_shipments_used: dict[int, int] = {}
-        world = generate(config)
+        world = generate(config, position, self.ids)
         self.workspace = world.workspace
         # Lists beside the indexes, for random choices by the activity simulation.
         self.document_list = world.documents
@@ -87,7 +94,7 @@ class Store:
     # ----------------------------------------------------------------- bookkeeping
     def emit(self, event: StepEvent) -> None:
         for listener in self.listeners:
-            listener(event)
+            listener(self, event)
 
     def add_shipment(self, shipment: Shipment) -> None:
         self.shipments.add(shipment)
@@ -229,6 +236,7 @@ class Store:
         rng = random.Random(f"{self.config.seed}:{now}:{digest}:{len(self.shipments)}")
         shipment = new_shipment(
             rng,
+            Ids.from_rng(rng),
             now,
             document,
             people,

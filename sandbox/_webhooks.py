@@ -13,6 +13,8 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections import Counter
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import httpx
@@ -60,20 +62,20 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
 
 
 class WebhookDispatcher:
-    """Turns store events into deliveries on the server's event loop."""
+    """Turns the events of every workspace into deliveries on the server's event loop."""
 
-    def __init__(self, store: Store, *, concurrency: int = 16) -> None:
-        self._store = store
+    def __init__(self, stores: Sequence[Store], *, concurrency: int = 16) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: httpx.AsyncClient | None = None
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.attempts = 0  # POSTs made, retries included
-        store.listeners.append(self.on_event)
+        self.attempts: Counter[str] = Counter()  # POSTs made by workspace id, retries included
+        for store in stores:
+            store.listeners.append(self.on_event)
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._client = httpx.AsyncClient(timeout=self._store.config.webhook_timeout_s)
+        self._client = httpx.AsyncClient()  # each POST sets the time-out its workspace has now
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -81,16 +83,16 @@ class WebhookDispatcher:
         if self._client is not None:
             await self._client.aclose()
 
-    def on_event(self, event: StepEvent) -> None:
+    def on_event(self, store: Store, event: StepEvent) -> None:
         """Called under the store lock from whatever thread changed the data."""
         if self._loop is None:
             return
-        hooks = [h for h in self._store.webhooks.values() if h.is_active and h.event == event.event]
+        hooks = [h for h in store.webhooks.values() if h.is_active and h.event == event.event]
         if not hooks:
             return
         payload = {
             "event": event.event,
-            "workspace_id": self._store.workspace.id,
+            "workspace_id": store.workspace.id,
             "occurred_at": iso(event.at_ms),
             "shipment": event.shipment.to_json() if event.shipment else None,
             "recipient": event.recipient.to_json() if event.recipient else None,
@@ -100,23 +102,27 @@ class WebhookDispatcher:
         body = orjson.dumps(payload)
         for hook in hooks:
             delivery_id = f"dlv_{secrets.token_hex(10)}"
-            self._loop.call_soon_threadsafe(self._spawn, hook.id, event.event, body, delivery_id)
+            self._loop.call_soon_threadsafe(
+                self._spawn, store, hook.id, event.event, body, delivery_id
+            )
 
-    def _spawn(self, hook_id: str, event: str, body: bytes, delivery_id: str) -> None:
+    def _spawn(self, store: Store, hook_id: str, event: str, body: bytes, delivery_id: str) -> None:
         task = asyncio.get_running_loop().create_task(
-            self._deliver(hook_id, event, body, delivery_id)
+            self._deliver(store, hook_id, event, body, delivery_id)
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _deliver(self, hook_id: str, event: str, body: bytes, delivery_id: str) -> None:
+    async def _deliver(
+        self, store: Store, hook_id: str, event: str, body: bytes, delivery_id: str
+    ) -> None:
         assert self._client is not None
-        delay = self._store.config.webhook_retry_base_s
+        delay = store.config.webhook_retry_base_s
         for number in range(1 + MAX_RETRIES):
-            hook = self._store.webhooks.get(hook_id)
+            hook = store.webhooks.get(hook_id)
             if hook is None or not hook.is_active:
                 return
-            timestamp = str(self._store.clock.now_ms() // 1000)
+            timestamp = str(store.clock.now_ms() // 1000)
             headers = {
                 "Content-Type": "application/json",
                 "X-Service-Event": event,
@@ -132,7 +138,7 @@ class WebhookDispatcher:
                         hook.target_url,
                         content=body,
                         headers=headers,
-                        timeout=self._store.config.webhook_timeout_s,  # may change at run time
+                        timeout=store.config.webhook_timeout_s,  # may change at run time
                     )
                     status: int | None = response.status_code
                     outcome = str(status)
@@ -140,11 +146,11 @@ class WebhookDispatcher:
                     status, outcome = None, "timeout"
                 except httpx.TransportError as error:
                     status, outcome = None, f"network error: {type(error).__name__}"
-            self.attempts += 1
-            with self._store.lock:
+            self.attempts[store.workspace.id] += 1
+            with store.lock:
                 if status is not None and 200 <= status < 300:
                     hook.delivery_count += 1
-                    hook.last_delivered_at = self._store.clock.now_ms()
+                    hook.last_delivered_at = store.clock.now_ms()
                     return
                 hook.failure_count += 1
                 hook.last_error = outcome if status is None else f"HTTP {status}"
