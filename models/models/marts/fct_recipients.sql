@@ -1,7 +1,8 @@
--- One row per recipient of a shipment: when the document reached, opened and was signed by
--- them, where they stand in a sequential flow, and how long they waited for the signer
--- before them. Milestones come from the audit trail where it has them, else from the
--- recipient's own fields (see the YAML for each column's source).
+-- One row per recipient of a shipment whose history is complete (stg_signing__shipments
+-- `is_history_complete`; shipments still loading are held back): when the document reached,
+-- opened and was signed by them, where they stand in a sequential flow, and how long they
+-- waited for the signer before them. Milestones come from the audit trail where it has them,
+-- else from the recipient's own fields (see the YAML for each column's source).
 
 with
 
@@ -14,12 +15,38 @@ recipients as (
 shipments as (
 
     select * from {{ ref('stg_signing__shipments') }}
+    where is_history_complete
 
 ),
 
 recipient_events as (
 
     select * from {{ ref('int_recipient_events_pivoted') }}
+
+),
+
+-- A trail cut at the API's cap lost its oldest events. A single event (sent, delivered,
+-- signed) that is there is right; the first of a repeated one (opened, delivery_failed) is
+-- only the first loaded, unless the recipient's `sent` event is there too: everything after
+-- the oldest loaded event is loaded, and nothing happens to a recipient before sending.
+trusted_events as (
+
+    select
+        recipient_id,
+        sent_at,
+        delivered_at,
+        case
+            when not is_audit_trail_truncated or sent_at is not null
+                then delivery_failed_at
+        end as delivery_failed_at,
+        case
+            when not is_audit_trail_truncated or sent_at is not null then first_opened_at
+        end as first_opened_at,
+        last_opened_at,
+        signed_at,
+        count_opened_events
+
+    from recipient_events
 
 ),
 
@@ -61,9 +88,9 @@ milestones as (
         recipients.expires_at
 
     from recipients
-    left join shipments
+    inner join shipments
         on recipients.shipment_id = shipments.shipment_id
-    left join recipient_events
+    left join trusted_events as recipient_events
         on recipients.recipient_id = recipient_events.recipient_id
     left join contacts_by_email
         on recipients.workspace_id = contacts_by_email.workspace_id

@@ -1,12 +1,16 @@
--- One row per shipment: its milestones, the furthest funnel stage it reached, recipient
--- counts and durations. Milestones come from the audit trail where it has them, else from
--- the shipment's and its recipients' own fields (see the YAML for each column's source).
+-- One row per shipment whose history is complete: its milestones, the furthest funnel stage
+-- it reached, recipient counts and durations. Shipments whose audit trail or filled-in fields
+-- are still loading (stg_signing__shipments `is_history_complete`) are held back until a
+-- later load completes them; fct_signing_funnel counts them per week. Milestones come from the
+-- audit trail where it has them, else from the shipment's and its recipients' own fields (see
+-- the YAML for each column's source).
 
 with
 
 shipments as (
 
     select * from {{ ref('stg_signing__shipments') }}
+    where is_history_complete
 
 ),
 
@@ -34,7 +38,13 @@ recipients_rolled_up as (
         sum(case when is_signed then 1 else 0 end) as count_recipients_signed,
         sum(count_views) as count_views,
         min(sent_at) as sent_at,
-        min(first_opened_at) as first_opened_at,
+        min(first_opened_at) as first_recorded_open_at,
+        -- an opened recipient without a recorded open opened at their sending or later
+        min(case when is_opened and first_opened_at is null then sent_at end)
+            as earliest_unrecorded_open_at,
+        sum(
+            case when is_opened and first_opened_at is null and sent_at is null then 1 else 0 end
+        ) as count_unbounded_opens,
         min(signed_at) as first_signed_at,
         max(signed_at) as last_signed_at
 
@@ -56,13 +66,24 @@ joined as (
         coalesce(recipients_rolled_up.count_recipients_signed, 0) as count_recipients_signed,
         coalesce(recipients_rolled_up.count_views, 0) as count_views,
         recipients_rolled_up.sent_at,
-        recipients_rolled_up.first_opened_at,
+        -- the earliest recorded open is the first one unless a recipient may have opened
+        -- earlier without a record
+        case
+            when recipients_rolled_up.count_unbounded_opens = 0
+                and (
+                    recipients_rolled_up.earliest_unrecorded_open_at is null
+                    or recipients_rolled_up.first_recorded_open_at
+                        <= recipients_rolled_up.earliest_unrecorded_open_at
+                )
+                then recipients_rolled_up.first_recorded_open_at
+        end as first_opened_at,
         recipients_rolled_up.first_signed_at,
         recipients_rolled_up.last_signed_at,
         coalesce(shipment_events.count_events, 0) as count_audit_events,
         shipment_events.completed_at as event_completed_at,
         shipment_events.expired_at as event_expired_at,
-        shipment_events.revoked_at as event_revoked_at
+        shipment_events.revoked_at as event_revoked_at,
+        coalesce(shipment_events.is_audit_trail_truncated, false) as is_audit_trail_truncated
 
     from shipments
     left join recipients_rolled_up
@@ -162,6 +183,7 @@ final as (
         is_archived,
         is_password_protected,
         count_audit_events > 0 as has_audit_trail,
+        is_audit_trail_truncated,
 
         -- timestamps
         created_at,

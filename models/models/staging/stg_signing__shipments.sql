@@ -29,6 +29,26 @@ source as (
 
 ),
 
+-- shipments whose audit trail or filled-in fields are still pending (a stopped load)
+incomplete as (
+
+    {{ signing_incomplete_shipments() }}
+
+),
+
+flagged as (
+
+    select
+        source.*,
+        incomplete.shipment_id is null as is_history_complete
+
+    from source
+    left join incomplete
+        on source.workspace_id = incomplete.workspace_id
+        and source.id = incomplete.shipment_id
+
+),
+
 renamed as (
 
     select
@@ -53,6 +73,7 @@ renamed as (
         coalesce(final_pdf_ready, false) as is_final_pdf_ready,
         coalesce(sealed, false) as is_sealed,
         archived_at is not null as is_archived,
+        is_history_complete,
 
         -- timestamps
         created_at,
@@ -60,7 +81,7 @@ renamed as (
         archived_at,
         revoked_at
 
-    from source
+    from flagged
 
 )
 

@@ -2,12 +2,22 @@
 -- Where both the audit trail and the recipient record know when someone was sent the
 -- document or signed it, they agree (to the second). A disagreement means one of the two
 -- sources of funnel timestamps is off; the marts prefer the audit trail.
+-- Only shipments whose history is complete: while a stopped load left a shipment's trail
+-- pending or older than its recipient records, the two may differ and the marts hold it back.
 
 with
+
+complete_shipments as (
+
+    select shipment_id from {{ ref('stg_signing__shipments') }}
+    where is_history_complete
+
+),
 
 recipients as (
 
     select * from {{ ref('stg_signing__recipients') }}
+    where shipment_id in (select shipment_id from complete_shipments)
 
 ),
 

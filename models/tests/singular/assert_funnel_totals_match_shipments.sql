@@ -1,5 +1,6 @@
 -- The funnel neither fans out nor drops shipments: per stage, its counts add up to the
--- shipments of fct_shipments that reached that stage (every sent shipment is in one row).
+-- shipments of fct_shipments that reached that stage (every sent shipment is in one row),
+-- and its held-back count to the sent shipments still loading.
 
 with
 
@@ -12,9 +13,23 @@ funnel as (
         sum(count_shipments_completed) as count_completed,
         sum(count_shipments_expired) as count_expired,
         sum(count_shipments_revoked) as count_revoked,
-        sum(count_recipients_signed) as count_recipients_signed
+        sum(count_recipients_signed) as count_recipients_signed,
+        sum(count_shipments_held_back) as count_held_back
 
     from {{ ref('fct_signing_funnel') }}
+
+),
+
+held_back as (
+
+    select count(*) as count_held_back
+
+    from {{ ref('stg_signing__shipments') }}
+    where not is_history_complete
+        and shipment_id in (
+            select shipment_id from {{ ref('stg_signing__recipients') }}
+            where sent_at is not null
+        )
 
 ),
 
@@ -42,6 +57,7 @@ final as (
 
     from funnel
     cross join shipments
+    cross join held_back
     where coalesce(funnel.count_sent, 0) <> coalesce(shipments.count_sent, 0)
         or coalesce(funnel.count_opened, 0) <> coalesce(shipments.count_opened, 0)
         or coalesce(funnel.count_signed, 0) <> coalesce(shipments.count_signed, 0)
@@ -50,6 +66,7 @@ final as (
         or coalesce(funnel.count_revoked, 0) <> coalesce(shipments.count_revoked, 0)
         or coalesce(funnel.count_recipients_signed, 0)
             <> coalesce(shipments.count_recipients_signed, 0)
+        or coalesce(funnel.count_held_back, 0) <> held_back.count_held_back
 
 )
 

@@ -1,0 +1,54 @@
+-- A shipment whose children are still loading (stg_signing__shipments `is_history_complete`
+-- false) has no row in the facts, so no mart counts it with half its history; every other
+-- shipment has its row.
+
+with
+
+shipments as (
+
+    select * from {{ ref('stg_signing__shipments') }}
+
+),
+
+fact_shipments as (
+
+    select shipment_id from {{ ref('fct_shipments') }}
+
+),
+
+fact_recipients as (
+
+    select distinct shipment_id from {{ ref('fct_recipients') }}
+
+),
+
+final as (
+
+    select
+        shipments.shipment_id,
+        shipments.is_history_complete,
+        case
+            when shipments.is_history_complete then 'complete shipment missing'
+            else 'held-back shipment in fct_shipments'
+        end as problem
+
+    from shipments
+    left join fact_shipments
+        on shipments.shipment_id = fact_shipments.shipment_id
+    where shipments.is_history_complete <> (fact_shipments.shipment_id is not null)
+
+    union all
+
+    select
+        shipments.shipment_id,
+        shipments.is_history_complete,
+        'held-back shipment in fct_recipients' as problem
+
+    from shipments
+    inner join fact_recipients
+        on shipments.shipment_id = fact_recipients.shipment_id
+    where not shipments.is_history_complete
+
+)
+
+select * from final
