@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 from dbt.adapters.duckdb.connections import DuckDBConnectionManager
 from dbt.artifacts.resources.types import NodeType
 from dbt.artifacts.schemas.results import NodeStatus
@@ -18,6 +20,15 @@ from dbt.cli.main import dbtRunner
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent / "models"
 WAREHOUSE_VARIABLE = "SIGNING_WAREHOUSE"  # read by models/profiles.yml
+
+
+class ModelsError(Exception):
+    """The models cannot run on this warehouse at all (missing, unreadable, not DuckDB, in a
+    folder that cannot be written); the message is one line that says why and what to do."""
+
+
+class WarehouseMissing(ModelsError, FileNotFoundError):
+    """There is no warehouse file at the path (dbt would create an empty one)."""
 
 
 @dataclass(frozen=True)
@@ -34,17 +45,29 @@ class ModelsResult:
     tests_skipped: int = 0
     first_error: str | None = None
     seconds: float = 0.0
+    log_file: Path | None = None
 
     @property
     def summary(self) -> str:
-        """One line for a log or a terminal."""
+        """One line for a log or a terminal (with where dbt's full log is, on a failure)."""
         line = (
             f"models: {self.models_passed} built, {self.models_errored} errors, "
             f"{self.models_skipped} skipped; tests: {self.tests_passed} passed, "
             f"{self.tests_warned} warned, {self.tests_errored} errors, "
             f"{self.tests_skipped} skipped ({self.seconds:.1f} s)"
         )
-        return f"{line}; first error: {self.first_error}" if self.first_error else line
+        if self.first_error:
+            line = f"{line}; first error: {self.first_error}"
+        if not self.success and self.log_file is not None:
+            line = f"{line}; details in {self.log_file}"
+        return line
+
+
+def dbt_dir_for(warehouse: Path) -> Path:
+    """dbt's working folder (`target/`, `logs/`) lives beside its warehouse, like the
+    pipeline's `.<stem>.dlt`: builds of two warehouses never share artifacts, and nothing is
+    written into the code folder `models/`."""
+    return warehouse.parent / f".{warehouse.stem}.dbt"
 
 
 def build_models(warehouse: Path, *, select: str | None = None, quiet: bool = True) -> ModelsResult:
@@ -52,25 +75,30 @@ def build_models(warehouse: Path, *, select: str | None = None, quiet: bool = Tr
 
     The project's committed `profiles.yml` reads the file from `SIGNING_WAREHOUSE`, which is
     set to the warehouse's absolute path for the run (and restored afterwards). dbt's target
-    folder and logs stay under `models/target` and `models/logs`.
+    folder and logs go beside the warehouse: `<folder>/.<stem>.dbt/target` and `.../logs`.
 
     Args:
         warehouse: the DuckDB file the dlt pipeline loaded (`raw` schema); the models write
             the `staging` and `marts` schemas into it.
         select: a dbt selection (`--select`), e.g. `"marts"` or `"+fct_shipments"`; all
             nodes when None.
-        quiet: print only errors (dbt's `--quiet`); the full log is in `models/logs`.
+        quiet: print nothing (dbt's console log off; the result says what failed and where
+            the full log is); False prints dbt's usual progress.
 
     Returns:
-        Success (no model or test error; warnings allowed), counts per node outcome, and the
-        first error in one line.
+        Success (no model or test error; warnings allowed), counts per node outcome, the
+        first error in one line, and dbt's log file.
 
     Raises:
-        FileNotFoundError: the warehouse file does not exist (dbt would create an empty one).
+        WarehouseMissing: the warehouse file does not exist (also a `FileNotFoundError`).
+        ModelsError: the warehouse cannot be used at all: a folder, not a DuckDB file, held by
+            another process, or in a folder dbt and DuckDB cannot write in. The message is one
+            line with a hint; nothing was run.
     """
     warehouse = Path(warehouse).resolve()
-    if not warehouse.is_file():
-        raise FileNotFoundError(f"no warehouse at {warehouse}: load it first")
+    work_dir = dbt_dir_for(warehouse)
+    check_warehouse(warehouse)
+    log_dir = work_dir / "logs"
     args = [
         "build",
         "--project-dir",
@@ -78,14 +106,15 @@ def build_models(warehouse: Path, *, select: str | None = None, quiet: bool = Tr
         "--profiles-dir",
         str(PROJECT_DIR),
         "--target-path",
-        str(PROJECT_DIR / "target"),
+        str(work_dir / "target"),
         "--log-path",
-        str(PROJECT_DIR / "logs"),
+        str(log_dir),
         "--no-send-anonymous-usage-stats",
         "--no-use-colors",
     ]
     if quiet:
-        args.append("--quiet")
+        # Nothing on the console, errors and tracebacks included; the file keeps everything.
+        args += ["--log-level", "none", "--log-level-file", "debug"]
     if select:
         args += ["--select", select]
     started = time.monotonic()
@@ -97,13 +126,60 @@ def build_models(warehouse: Path, *, select: str | None = None, quiet: bool = Tr
         # next load in this process (duckdb/dbt-duckdb#616); release it.
         DuckDBConnectionManager.close_all_connections()  # type: ignore[no-untyped-call]
     seconds = time.monotonic() - started
+    log_file = log_dir / "dbt.log"
     if isinstance(outcome.result, RunExecutionResult):
-        return _count(outcome.result, outcome.success, seconds)
-    reason = outcome.exception or "dbt build failed before running any node (see models/logs)"
-    return ModelsResult(success=False, first_error=_one_line(str(reason)), seconds=seconds)
+        return _count(outcome.result, outcome.success, seconds, log_file)
+    reason = outcome.exception or "dbt build failed before running any node"
+    return ModelsResult(
+        success=False, first_error=_one_line(str(reason)), seconds=seconds, log_file=log_file
+    )
 
 
-def _count(execution: RunExecutionResult, success: bool, seconds: float) -> ModelsResult:
+def check_warehouse(warehouse: Path) -> None:
+    """Fail in one line, before dbt starts, when the models cannot run on `warehouse`.
+
+    Creates dbt's folder beside the warehouse (`dbt_dir_for`) on the way.
+
+    Raises:
+        WarehouseMissing: no file at `warehouse`.
+        ModelsError: a folder, a file DuckDB cannot open (not a database, another process
+            holds it, no permission), or a folder that cannot be written in (DuckDB writes its
+            `.wal` there, dbt its target and logs).
+    """
+    if not warehouse.exists():
+        raise WarehouseMissing(
+            f"no warehouse at {warehouse}: load it first (`signing-etl load`), or point "
+            "--duckdb at an existing one"
+        )
+    if not warehouse.is_file():
+        raise ModelsError(f"{warehouse} is a folder, not a warehouse: point --duckdb at the file")
+    folder = warehouse.parent
+    try:
+        for name in ("target", "logs"):
+            (dbt_dir_for(warehouse) / name).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ModelsError(
+            f"cannot write in {folder} ({error.strerror or error}): the models write beside "
+            "the warehouse; make the folder writable, or copy the warehouse to one that is"
+        ) from None
+    try:
+        duckdb.connect(str(warehouse)).close()
+    except duckdb.Error as error:
+        reason = _one_line(str(error).splitlines()[0] if str(error) else type(error).__name__)
+        if "not a valid DuckDB database" in reason:
+            hint = "it is not a DuckDB file: point --duckdb at the one `signing-etl load` wrote"
+        elif "lock" in reason.lower():
+            hint = "another process has it open: try again once it has finished"
+        else:
+            hint = "check the file, or load a new warehouse with `signing-etl load`"
+        raise ModelsError(f"cannot open the warehouse {warehouse} ({reason}); {hint}") from None
+
+
+def _count(
+    execution: RunExecutionResult, success: bool, seconds: float, log_file: Path
+) -> ModelsResult:
     counts = {
         (kind, status): 0
         for kind in ("model", "test")
@@ -126,7 +202,7 @@ def _count(execution: RunExecutionResult, success: bool, seconds: float) -> Mode
             first_error = _one_line(f"{result.node.name}: {result.message or result.status}")
     errored = counts["model", "errored"] + counts["test", "errored"]
     if not success and first_error is None:
-        first_error = "dbt build did not succeed (see models/logs/dbt.log)"
+        first_error = "dbt build did not succeed"
     return ModelsResult(
         success=success and errored == 0,
         models_passed=counts["model", "passed"],
@@ -138,6 +214,7 @@ def _count(execution: RunExecutionResult, success: bool, seconds: float) -> Mode
         tests_skipped=counts["test", "skipped"],
         first_error=first_error,
         seconds=seconds,
+        log_file=log_file,
     )
 
 
