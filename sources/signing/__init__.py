@@ -19,15 +19,26 @@ from . import settings
 from .children import fetch_for_each
 from .client import SigningClient
 from .columns import column_hints
-from .context import SyncContext
+from .context import SyncContext, check_service
+from .control import RunControl
 from .errors import (
     AuthError,
     DailyLimitReached,
+    Forbidden,
+    Interrupted,
+    KeyRefused,
     RequestBudgetExhausted,
+    RetryAfterTooLong,
     RunStopped,
+    ServiceUnreachable,
     SigningAPIError,
 )
-from .incremental import ResourceSyncStatus, describe_sync, incremental_pass
+from .incremental import (
+    ResourceSyncStatus,
+    describe_sync,
+    incomplete_shipments,
+    incremental_pass,
+)
 from .pacing import Pacer
 from .paging import Record, fingerprint
 from .rows import (
@@ -45,12 +56,18 @@ from .times import parse_iso, to_iso
 __all__ = [
     "AuthError",
     "DailyLimitReached",
+    "Interrupted",
+    "KeyRefused",
     "RequestBudgetExhausted",
     "ResourceSyncStatus",
+    "RetryAfterTooLong",
+    "RunControl",
     "RunStats",
     "RunStopped",
+    "ServiceUnreachable",
     "SigningAPIError",
     "describe_sync",
+    "incomplete_shipments",
     "parse_iso",
     "signing_source",
     "to_iso",
@@ -68,9 +85,12 @@ def signing_source(
     concurrency: int = settings.CHILD_CONCURRENCY,
     requests_per_second: float = settings.REQUESTS_PER_SECOND,
     burst: int = settings.BURST,
-    stats: Any = None,
+    give_up_after_seconds: float = settings.GIVE_UP_AFTER_SECONDS,
+    max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS,
+    control: Any = None,
 ) -> Sequence[DltResource]:
-    """The signing API as dlt resources.
+    """The signing API as dlt resources. Asks `/me` at once, so a wrong key or URL fails
+    before anything is written.
 
     Args:
         api_key: workspace API key (`SOURCES__SIGNING__API_KEY` or `.dlt/secrets.toml`).
@@ -83,14 +103,25 @@ def signing_source(
         requests_per_second: the pacer's ceiling before the service's headers say more; the
             reference states 10/s per key.
         burst: requests the pacer may send at once before settling to the rate.
-        stats: a `RunStats` to count requests, 429s and waits into.
+        give_up_after_seconds: failures in a row after which the service is given up on.
+        max_retry_after_seconds: a longer `Retry-After` stops the run instead of waiting.
+        control: a `RunControl` to stop the run from outside and read its counters.
     """
-    run_stats = stats if isinstance(stats, RunStats) else RunStats()
-    pacer = Pacer(requests_per_second, burst, stats=run_stats)
+    run = control if isinstance(control, RunControl) else RunControl()
+    pacer = Pacer(requests_per_second, burst, control=run)
     client = SigningClient(
-        base_url, api_key, stats=run_stats, pacer=pacer, max_requests=max_requests
+        base_url,
+        api_key,
+        control=run,
+        pacer=pacer,
+        max_requests=max_requests,
+        give_up_after_seconds=give_up_after_seconds,
+        max_retry_after_seconds=max_retry_after_seconds,
+        connections=concurrency + 2,
     )
     context = SyncContext(client, since, lag_seconds, page_size, concurrency)
+    run.workspace_id = check_service(context)
+    run.on_finish(context.close)
     changes = shipment_changes(context)
     return (
         workspaces(context),
@@ -143,7 +174,16 @@ def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
     return context.stamp([shape_document(body["data"], context.workspace_id)])
 
 
-@dlt.resource(write_disposition="merge", primary_key="id", columns=_columns("documents"))
+@dlt.resource(
+    write_disposition="merge",
+    primary_key="id",
+    columns=_columns("documents"),
+    nested_hints={
+        "fields": _nested("documents__fields"),
+        "placeholders": _nested("documents__placeholders"),
+        "blocks": _nested("documents__blocks"),
+    },
+)
 def documents(context: SyncContext) -> Iterator[list[Record]]:
     """Changed documents, read whole: blocks and theme come only from GET /documents/{id}."""
     state = dlt.current.resource_state()
@@ -210,7 +250,10 @@ def _children_of(
 def _events_of(context: SyncContext, shipment_id: str) -> list[Record]:
     path = f"/shipments/{shipment_id}/events"
     body, _ = context.client.get(path, {"limit": settings.EVENTS_LIMIT})
-    return context.stamp(audit_event_rows(shipment_id, list(body["data"]), context.workspace_id))
+    events = list(body["data"])
+    if len(events) >= settings.EVENTS_LIMIT:
+        context.client.stats.count_truncated_trail()
+    return context.stamp(audit_event_rows(shipment_id, events, context.workspace_id))
 
 
 def _fields_of(context: SyncContext, shipment_id: str) -> list[Record]:
@@ -236,7 +279,15 @@ def shipment_fields(item: dict[str, Any], context: SyncContext) -> Iterator[list
     yield from _children_of(context, "shipment_fields", item, partial(_fields_of, context))
 
 
-@dlt.resource(write_disposition="merge", primary_key="id", columns=_columns("contacts"))
+@dlt.resource(
+    write_disposition="merge",
+    primary_key="id",
+    columns=_columns("contacts"),
+    nested_hints={
+        "custom": _nested("contacts__custom"),
+        "group_ids": _nested("contacts__group_ids"),
+    },
+)
 def contacts(context: SyncContext) -> Iterator[list[Record]]:
     """Contacts; custom properties as `contacts__custom` key/value rows."""
     state = dlt.current.resource_state()
@@ -258,10 +309,17 @@ def contacts(context: SyncContext) -> Iterator[list[Record]]:
     ),
 )
 def webhooks(context: SyncContext) -> Iterator[list[Record]]:
-    """Webhook subscriptions (the list is small and unpaged); deleted ones are removed."""
+    """Webhook subscriptions (the list is small and unpaged); deleted ones are removed. A key
+    without the scope they need is warned about and the rest loads."""
     state = dlt.current.resource_state()
     try:
         body, _ = context.client.get("/webhooks")
+    except Forbidden as refused:
+        scope = settings.SKIPPABLE_ON_403["/webhooks"]
+        context.client.stats.warn(
+            f"webhooks skipped: the key lacks the `{scope}` scope ({refused})"
+        )
+        return
     except RunStopped:
         return
     ws = context.workspace_id

@@ -3,8 +3,9 @@ details), several at a time through the shared pacer, with the ids not yet done 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 from .context import SyncContext
 from .errors import NotFound, RunStopped
@@ -24,20 +25,28 @@ def fetch_for_each(
     queue = list(dict.fromkeys(ids))
     for item in queue:
         pending[item] = 1
-    stopped: RunStopped | None = None
-    with ThreadPoolExecutor(max_workers=context.concurrency, thread_name_prefix="child") as pool:
-        futures: dict[Future[list[Record]], str] = {pool.submit(fetch_one, i): i for i in queue}
-        for future in as_completed(futures):
-            item = futures[future]
-            try:
-                rows = future.result()
-            except NotFound:
-                rows = []  # the parent vanished between the list and this call
-            except RunStopped as error:
-                stopped = error
-                continue
-            pending.pop(item, None)
-            if rows:
-                yield rows
-    if stopped is not None:
-        raise stopped
+    pool = context.pool()
+    waiting = iter(queue)
+    running: dict[Future[list[Record]], str] = {}
+    try:
+        while True:
+            # At most `concurrency` of this call's requests queue at once, so the transformers
+            # sharing the pool take turns, and a stop has little to cancel.
+            for item in itertools.islice(waiting, context.concurrency - len(running)):
+                running[pool.submit(fetch_one, item)] = item
+            if not running:
+                return
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                item = running.pop(future)
+                try:
+                    rows = future.result()
+                except NotFound:
+                    rows = []  # the parent vanished between the list and this call
+                pending.pop(item, None)
+                if rows:
+                    yield rows
+    except RunStopped:
+        for future in running:
+            future.cancel()  # queued requests are dropped, not drained; their ids stay pending
+        raise

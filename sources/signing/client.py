@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -25,18 +24,22 @@ from tenacity import (
     wait_exponential,
     wait_random_exponential,
 )
+from tenacity.stop import stop_base
 
 from . import settings
+from .control import RunControl
 from .errors import (
     AuthError,
     DailyLimitReached,
+    Forbidden,
+    KeyRefused,
     NotFound,
-    RunStopped,
+    RetryAfterTooLong,
+    ServiceUnreachable,
     SigningAPIError,
     TransientError,
 )
 from .pacing import Pacer
-from .stats import RunStats
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,18 @@ EQUAL_JITTER = wait_exponential(multiplier=_HALF_BASE, max=_HALF_MAX) + wait_ran
 )
 
 
+class _FailingTooLong(stop_base):
+    """Stop retrying once the service has failed every request, from any thread, for the
+    client's `give_up_after_seconds`: a time-out may take 30 s, so attempts alone don't bound
+    the time."""
+
+    def __init__(self, client: SigningClient) -> None:
+        self._client = client
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self._client.failing_for() >= self._client.give_up_after
+
+
 class SigningClient:
     """GET requests against one workspace, paced and retried; safe to share between threads."""
 
@@ -57,26 +72,33 @@ class SigningClient:
         base_url: str,
         api_key: str,
         *,
-        stats: RunStats | None = None,
+        control: RunControl | None = None,
         pacer: Pacer | None = None,
         max_requests: int | None = None,
         timeout: float = settings.REQUEST_TIMEOUT_SECONDS,
         max_attempts: int = settings.MAX_ATTEMPTS,
+        give_up_after_seconds: float = settings.GIVE_UP_AFTER_SECONDS,
+        max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS,
+        connections: int = settings.CHILD_CONCURRENCY + 2,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.stats = stats or RunStats()
-        self.pacer = pacer or Pacer(stats=self.stats)
+        self.control = control or RunControl()
+        self.stats = self.control.stats
+        self.pacer = pacer or Pacer(control=self.control)
         if max_requests is not None:
             self.pacer.budget = max_requests
         self._max_attempts = max_attempts
+        self.give_up_after = give_up_after_seconds
+        self._max_retry_after = max_retry_after_seconds
         self._sleep = sleep
-        self._stopped: RunStopped | None = None
-        self._lock = threading.Lock()
+        self._failing_since: float | None = None  # when the current run of failures began
+        self.host = httpx.URL(base_url).netloc.decode() or base_url
+        self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(
-            base_url=base_url.rstrip("/"),
+            base_url=self.base_url,
             headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
             timeout=timeout,
-            limits=httpx.Limits(max_connections=settings.CHILD_CONCURRENCY + 2),
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
 
     def close(self) -> None:
@@ -85,11 +107,13 @@ class SigningClient:
     def get(self, path: str, params: Mapping[str, str | int] | None = None) -> tuple[Any, datetime]:
         """The JSON body of a GET and the server's time when it answered.
 
-        Transient failures are retried up to `max_attempts` times; 429s are waited out and do
-        not count as attempts; anything else raises at once."""
+        Transient failures are retried up to `max_attempts` times, and for at most
+        `give_up_after_seconds` of failures in a row across all threads; then the run stops
+        (`ServiceUnreachable`), keeping what it fetched. 429s are waited out and do not count
+        as attempts; anything else raises at once."""
         retrying = Retrying(
             retry=retry_if_exception_type(TransientError),
-            stop=stop_after_attempt(self._max_attempts),
+            stop=stop_after_attempt(self._max_attempts) | _FailingTooLong(self),
             wait=EQUAL_JITTER,
             sleep=self._sleep,
             before_sleep=self._before_retry,
@@ -97,9 +121,19 @@ class SigningClient:
         try:
             result: tuple[Any, datetime] = retrying(self._get_until_admitted, path, params)
         except RetryError as error:
-            last = error.last_attempt.exception()
-            raise SigningAPIError(f"{last}, {self._max_attempts} attempts failed") from None
+            cause = error.last_attempt.exception()
+            raise self.control.stop(
+                ServiceUnreachable(
+                    f"gave up on {self.host} after {error.last_attempt.attempt_number} attempts:"
+                    f" {cause}"
+                )
+            ) from None
         return result
+
+    def failing_for(self) -> float:
+        """Seconds for which every request has failed (0 while the service answers)."""
+        since = self._failing_since
+        return 0.0 if since is None else time.monotonic() - since
 
     def _get_until_admitted(
         self, path: str, params: Mapping[str, str | int] | None
@@ -118,60 +152,54 @@ class SigningClient:
                 continue
             if status >= 500 or status == 408:
                 raise TransientError(f"HTTP {status} on GET {path}")
-            raise _error_for(status, body, path)
+            raise self._refused(status, body, path)
 
     def _send(
         self, path: str, params: Mapping[str, str | int] | None, endpoint: str
     ) -> tuple[httpx.Response, Any]:
         """One request through the pacer; the pacer learns from whatever comes back."""
-        self._check_stopped()
-        try:
-            ticket = self.pacer.acquire()
-        except RunStopped as reason:
-            self._note_stop(reason)
-            raise
-        self.stats.count_request(endpoint)
+        self.control.check()
+        ticket = self.pacer.acquire()
         try:
             response = self._http.get(path, params=params)
             body = response.json() if response.content else None
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as error:
             # Time-outs, refused or dropped connections, bodies cut short of their length.
-            self.pacer.observe(None, ticket)
-            raise TransientError(f"{type(error).__name__} on GET {path}") from error
+            self._failed(ticket)
+            raise TransientError(f"{_describe(error)} on GET {path}") from error
         except ValueError as error:  # a body that is not JSON: cut short, or a proxy's page
-            self.pacer.observe(None, ticket)
+            self._failed(ticket)
             raise TransientError(f"an unreadable body on GET {path}") from error
         except httpx.HTTPError as error:  # a bad URL or header: no retry can help
-            self.pacer.observe(None, ticket)
+            self._failed(ticket)
             raise SigningAPIError(f"cannot send GET {path}: {error}") from None
+        if response.status_code < 500:
+            self._failing_since = None
+        self.stats.count_request(endpoint)
         self.pacer.observe(response.headers, ticket)
         return response, body
 
-    def _check_stopped(self) -> None:
-        with self._lock:
-            if self._stopped is not None:
-                raise self._stopped
-
-    def _note_stop(self, reason: RunStopped) -> None:
-        with self._lock:
-            if self._stopped is None:
-                self._stopped = reason
-        self.stats.stopped(str(reason))
-
-    def _stop(self, reason: RunStopped) -> None:
-        """Stop the run: every later request and every waiting thread raises `reason`."""
-        self._note_stop(reason)
-        self.pacer.cancel(reason)
-        raise reason
+    def _failed(self, ticket: int) -> None:
+        """A request that got no usable answer: counted apart from answered ones."""
+        self.stats.count_failed_attempt()
+        self.pacer.observe(None, ticket)
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
 
     def _throttled(self, response: httpx.Response, body: Any, count: int, path: str) -> None:
+        """Wait out a 429, or stop the run when waiting makes no sense within it."""
         self.stats.count_throttled()
         wait = retry_after_seconds(response.headers, body)
         if response.headers.get("x-ratelimit-scope") == "daily":
             hours = f" (resets in {wait / 3600:.1f} h)" if wait else ""
-            self._stop(
-                DailyLimitReached(
-                    f"the workspace's daily limit is reached{hours}; the next run continues"
+            raise self.control.stop(
+                DailyLimitReached(f"the workspace's daily limit is reached{hours}")
+            )
+        if wait is not None and wait > self._max_retry_after:
+            raise self.control.stop(
+                RetryAfterTooLong(
+                    f"{self.host} asked to wait {wait:,.0f} s (Retry-After), longer than "
+                    f"max_retry_after_seconds ({self._max_retry_after:,.0f} s)"
                 )
             )
         if count > settings.MAX_THROTTLED_RETRIES:
@@ -181,13 +209,18 @@ class SigningClient:
         log.info("429 on %s: waiting %.1f s", path, delay)
         self.pacer.pause(delay)
 
+    def _refused(self, status: int, body: Any, path: str) -> SigningAPIError:
+        """The error for a refusal; a refused key stops the whole run at once."""
+        error = _error_for(status, body, path)
+        if status == 401 or (status == 403 and path not in settings.SKIPPABLE_ON_403):
+            return self.control.stop(KeyRefused(str(error)))
+        return error
+
     def _before_retry(self, state: RetryCallState) -> None:
-        """Count and log a retry, and its back-off as time waited."""
+        """Count and log a retry."""
         self.stats.count_retry()
-        delay = state.upcoming_sleep
-        self.stats.waited(delay)
         failure = state.outcome.exception() if state.outcome else None
-        log.info("%s; retry %d in %.1f s", failure, state.attempt_number, delay)
+        log.info("%s; retry %d in %.1f s", failure, state.attempt_number, state.upcoming_sleep)
 
 
 def retry_after_seconds(headers: Mapping[str, str], body: Any) -> float | None:
@@ -221,6 +254,12 @@ def server_time(headers: Mapping[str, str]) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _describe(error: httpx.HTTPError) -> str:
+    """A transport error in words: its class, and its message when it has one."""
+    detail = str(error).strip()
+    return f"{type(error).__name__} ({detail})" if detail else type(error).__name__
+
+
 def _endpoint_name(path: str) -> str:
     """`/shipments/shp_1/events` -> `/shipments/{id}/events`, for per-endpoint counts."""
     parts = path.strip("/").split("/")
@@ -234,7 +273,7 @@ def _error_for(status: int, body: Any, path: str) -> SigningAPIError:
     if status == 401:
         return AuthError(f"the API key was refused (401 unauthorized{detail}); check the key")
     if status == 403:
-        return AuthError(f"the API key lacks a permission (403 forbidden{detail})")
+        return Forbidden(f"the API key lacks a permission for GET {path} (403 forbidden{detail})")
     if status == 404:
         return NotFound(f"GET {path} answered 404{detail}")
     return SigningAPIError(f"GET {path} answered HTTP {status}{detail}")

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import itertools
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import settings
 from .client import SigningClient
+from .errors import NotFound, SigningAPIError
 from .paging import Record
 
 
@@ -23,6 +25,7 @@ class SyncContext:
     page_size: int = settings.PAGE_SIZE
     concurrency: int = settings.CHILD_CONCURRENCY
     _me: dict[str, Any] | None = None
+    _pool: ThreadPoolExecutor | None = None
     _sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -38,6 +41,20 @@ class SyncContext:
     def workspace_id(self) -> str:
         return str(self.me()["workspace"]["id"])
 
+    def pool(self) -> ThreadPoolExecutor:
+        """The one thread pool of child requests: `concurrency` threads for every resource, so
+        threads never outnumber the client's connections."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="child")
+            return self._pool
+
+    def close(self) -> None:
+        """Release the threads and connections (queued child requests are cancelled)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        self.client.close()
+
     def stamp(self, rows: list[Record]) -> list[Record]:
         """Number rows in the order they were read from the API: when one record is read
         twice in a run, the merge keeps the later read (`_fetch_seq` is its dedup sort).
@@ -52,3 +69,23 @@ class SyncContext:
         """Count rows for the progress display and the summary."""
         self.client.stats.count_rows(table, len(rows))
         return rows
+
+
+def check_service(context: SyncContext) -> str:
+    """Ask `/me` and return the workspace id, or fail with one line that says what to fix:
+    a base URL that is not the API's root, or a service that is not the signing API."""
+    base = str(context.client.base_url)
+    try:
+        me = context.me()
+    except NotFound:
+        raise SigningAPIError(
+            f"{base}/me answered 404: the base URL must be the API's root, ending in /v1 "
+            "(e.g. https://host/api/v1); check SOURCES__SIGNING__BASE_URL"
+        ) from None
+    workspace = me.get("workspace") if isinstance(me, dict) else None
+    if not isinstance(workspace, dict) or not workspace.get("id"):
+        raise SigningAPIError(
+            f"{base}/me did not answer like the signing API (no workspace in its answer); "
+            "check SOURCES__SIGNING__BASE_URL"
+        )
+    return str(workspace["id"])

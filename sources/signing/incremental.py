@@ -160,11 +160,13 @@ class _Pass:
             done = self.requests <= 1 or (round_number > 0 and not changed_in_pass)
             if done or round_number == settings.MAX_CATCH_UP_PASSES:
                 return
-            # Catch up on what changed while this pass paged: from its exact start, since the
-            # run's cursor keeps the lag for anything stamped a little early.
+            # Catch up on what changed while this pass paged: from a second before its start,
+            # since `Date` has whole seconds and a service may read `updated_since` as strictly
+            # greater; the run's cursor keeps the lag for anything stamped a little early.
             log.info("%s: %d requests in the pass; catching up", self.name, self.requests)
             assert current.started is not None
-            current.since, current.started = to_iso(current.started), None
+            current.since = to_iso(current.started - timedelta(seconds=1))
+            current.started = None
             current.position = PagerPosition()
             self.requests = 0
 
@@ -229,3 +231,16 @@ def describe_sync(pipeline_state: Mapping[str, Any]) -> list[ResourceSyncStatus]
         if sync.cursor or sync.interrupted or pending:
             described.append(ResourceSyncStatus(name, sync.cursor, bool(sync.interrupted), pending))
     return described
+
+
+def incomplete_shipments(pipeline_state: Mapping[str, Any]) -> set[str]:
+    """Shipments whose children (audit trail, filled-in fields) a stop left unfetched: the next
+    run fetches them first; until then the models hold them back."""
+    resources: Mapping[str, Any] = (
+        pipeline_state.get("sources", {}).get("signing", {}).get("resources", {})
+    )
+    return {
+        shipment_id
+        for name in ("audit_events", "shipment_fields")
+        for shipment_id in resources.get(name, {}).get("pending", {})
+    }

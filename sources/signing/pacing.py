@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Mapping
 
 from . import settings
-from .errors import RequestBudgetExhausted
-from .stats import RunStats
+from .control import RunControl
+from .errors import RequestBudgetExhausted, RunStopped
 
 
 class Pacer:
@@ -27,15 +27,16 @@ class Pacer:
         burst: int = settings.BURST,
         *,
         clock: Callable[[], float] = time.monotonic,
-        stats: RunStats | None = None,
+        control: RunControl | None = None,
         budget: int | None = None,
     ) -> None:
         self.rate = rate
         self.budget = budget
         self.burst = burst
         self._clock = clock
-        self._stats = stats or RunStats()
-        self._cond = threading.Condition()
+        self._control = control or RunControl()
+        self._control.on_stop(self._wake_all)
+        self._cond = threading.Condition()  # its lock is reentrant: stop() calls back in here
         self._tokens = float(burst)
         self._refilled = clock()
         self._not_before = 0.0
@@ -43,56 +44,60 @@ class Pacer:
         self._in_flight = 0
         self._sent = 0  # requests numbered in the order they were let go
         self._learned_from = 0  # the newest request whose response updated `_server_left`
-        self._cancelled: BaseException | None = None
+        self._waiting = 0  # threads held back right now
+        self._waiting_since = 0.0
 
-    def cancel(self, reason: BaseException) -> None:
-        """Wake every waiting thread with `reason`: the run stops, nobody should wait for a
-        reset hours away (a daily limit) to find that out."""
+    def _wake_all(self, reason: RunStopped) -> None:
+        """The run stopped: nobody should wait for a reset hours away (a daily limit) to find
+        that out."""
         with self._cond:
-            self._cancelled = reason
             self._cond.notify_all()
 
     def acquire(self) -> int:
         """Block until one request may be sent; returns its number, for `observe`."""
-        started = self._clock()
         with self._cond:
-            while True:
-                if self._cancelled is not None:
-                    raise self._cancelled
-                now = self._clock()
-                self._tokens = min(self.burst, self._tokens + (now - self._refilled) * self.rate)
-                self._refilled = now
-                if now < self._not_before:
-                    wait = self._not_before - now
-                elif self._tokens < 1:
-                    wait = (1 - self._tokens) / self.rate
-                elif self._server_left is not None and self._server_left < 1:
-                    if self._in_flight:
-                        wait = 1.0  # a response in flight will tell how much room there is
-                    else:
-                        self._server_left = 1  # the reset passed: probe with one request
-                        continue
-                else:
-                    if self.budget is not None and self._sent >= self.budget:
-                        # Decided here, when a request would go, so threads held back
-                        # together neither overshoot the budget nor leave part of it unused.
-                        self._cancelled = RequestBudgetExhausted(
-                            f"request budget of {self.budget} used; the next run continues"
-                        )
-                        self._cond.notify_all()
-                        raise self._cancelled
-                    self._tokens -= 1
-                    if self._server_left is not None:
-                        self._server_left -= 1
-                    self._in_flight += 1
-                    self._sent += 1
-                    ticket = self._sent
-                    break
-                self._cond.wait(timeout=wait)
-        waited = self._clock() - started
-        if waited > 0.001:
-            self._stats.waited(waited)
-        return ticket
+            while (wait := self._wait_before_next()) > 0:
+                self._hold(wait)
+            self._tokens -= 1
+            if self._server_left is not None:
+                self._server_left -= 1
+            self._in_flight += 1
+            self._sent += 1
+            return self._sent
+
+    def _wait_before_next(self) -> float:
+        """Seconds until the next request may go (0: now); raises if the run has stopped."""
+        self._control.check()
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._refilled) * self.rate)
+        self._refilled = now
+        if now < self._not_before:
+            return self._not_before - now
+        if self._tokens < 1:
+            return (1 - self._tokens) / self.rate
+        if self._server_left is not None and self._server_left < 1:
+            if self._in_flight:
+                return 1.0  # a response in flight will tell how much room there is
+            self._server_left = 1  # the reset passed: probe with one request
+        if self.budget is not None and self._sent >= self.budget:
+            # Decided here, when a request would go, so threads held back together neither
+            # overshoot the budget nor leave part of it unused.
+            raise self._control.stop(
+                RequestBudgetExhausted(
+                    f"request budget of {self.budget} used; the next run continues"
+                )
+            )
+        return 0.0
+
+    def _hold(self, seconds: float) -> None:
+        """Wait (lock released), counting the wall time during which anyone waits."""
+        if self._waiting == 0:
+            self._waiting_since = self._clock()
+        self._waiting += 1
+        self._cond.wait(timeout=seconds)
+        self._waiting -= 1
+        if self._waiting == 0:
+            self._control.stats.waited(self._clock() - self._waiting_since)
 
     def observe(self, headers: Mapping[str, str] | None, ticket: int = 0) -> None:
         """Learn from the response to request `ticket` (`None`: it got no response)."""

@@ -26,10 +26,20 @@ MAX_CATCH_UP_PASSES = 3
 REQUEST_TIMEOUT_SECONDS = 30.0
 # Attempts per request on time-outs, connection errors, 5xx and truncated bodies.
 MAX_ATTEMPTS = 8
+# A service that fails every request for this long in a row (across all threads) is given up
+# on: the run stops, keeping what it fetched, and exits 1 naming the host.
+GIVE_UP_AFTER_SECONDS = 120.0
+# A 429 whose Retry-After asks for longer stops the run (exit 75) instead of waiting.
+MAX_RETRY_AFTER_SECONDS = 300.0
 BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_MAX_SECONDS = 30.0
 # 429s answered for one request before giving up (each one waits its Retry-After).
 MAX_THROTTLED_RETRIES = 50
+
+# Endpoints the load can do without: a 403 there (the key lacks the scope in the value) skips
+# that resource with a warning instead of failing the run. The reference gives webhooks to the
+# `write` scope, and a read-only key is what we recommend.
+SKIPPABLE_ON_403: dict[str, str] = {"/webhooks": "write"}
 
 # Incremental list endpoints: resource name -> (path, extra query parameters).
 # Each answers {data: [...], total, limit, offset}; documents and contacts carry updated_at,

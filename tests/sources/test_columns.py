@@ -219,8 +219,8 @@ def subscribe(running: RunningSandbox) -> None:
 
 
 def null_every_nullable_field(running: RunningSandbox, *, document_fields: bool) -> None:
-    """Set every field the reference allows to be null to null in the sandbox's records. The
-    document fields' nullable fields only with `document_fields` (see the xfail test)."""
+    """Set every field the reference allows to be null to null in the sandbox's records (the
+    document fields' nullable fields only with `document_fields`)."""
     store = running.store
     with store.lock:
         for document in store.documents.by_id.values():
@@ -349,12 +349,6 @@ def test_declared_columns_keep_the_loaded_values(
     assert "actor" not in found["audit_events"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the documents resource passes no nested_hints, so documents__fields columns that "
-    "are all null (external_id, assigned_recipient_index) are still left out; needs "
-    'nested_hints={"fields": _nested("documents__fields"), ...} on @dlt.resource documents',
-)
 def test_document_field_columns_exist_even_all_null(
     make_sandbox: SandboxFactory, warehouse: Path, dlt_warnings: pytest.LogCaptureFixture
 ) -> None:
