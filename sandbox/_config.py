@@ -45,6 +45,9 @@ class SandboxConfig:
     fault_5xx_rate: float = 0.0
     fault_truncate_rate: float = 0.0
     fault_retry_after: Literal["seconds", "http-date", "zero", "mixed"] = "seconds"
+    # The scope GET /webhooks needs: the reference gives webhooks to `write`; the sandbox lets
+    # `read` list them unless told to be as strict as a service may be.
+    webhooks_list_scope: Literal["read", "write"] = "read"
     # Webhook delivery.
     webhook_timeout_s: float = 5.0
     webhook_retry_base_s: float = 1.0

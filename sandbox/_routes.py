@@ -279,7 +279,7 @@ async def get_contact(request: Request) -> Response:
 
 
 async def list_webhooks(request: Request) -> Response:
-    store = _store(request, "read")
+    store = _store(request, request.state.store.config.webhooks_list_scope)
     with store.lock:
         hooks = [h.to_json() for h in store.webhooks.values()]
     return json_response({"data": hooks, "events": list(WEBHOOK_EVENTS)})

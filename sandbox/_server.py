@@ -76,13 +76,15 @@ class RunningSandbox:
     def __init__(self, *configs: SandboxConfig, host: str = "127.0.0.1", port: int = 0) -> None:
         self.configs = list(configs) or [SandboxConfig()]
         self.stores = [Store(c, position=n) for n, c in enumerate(self.configs)]
-        served, self.app = build_app(self.stores)
-        self._server = uvicorn.Server(_uvicorn_config(served, host, port))
-        self._thread = threading.Thread(target=self._server.run, name="sandbox", daemon=True)
+        self._served, self.app = build_app(self.stores)
         self.host = host
         self.port = port
 
     def start(self, timeout_s: float = 30.0) -> Self:
+        """Serve in a background thread; after `stop`, serve the same data on the same port
+        again (a service that went away and came back)."""
+        self._server = uvicorn.Server(_uvicorn_config(self._served, self.host, self.port))
+        self._thread = threading.Thread(target=self._server.run, name="sandbox", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:
