@@ -4,28 +4,33 @@ logic of its own."""
 
 from __future__ import annotations
 
+import csv
+import json
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
 from dlt.pipeline.exceptions import PipelineStepFailed
-from rich.console import Console
 from rich.progress import Progress as RichProgress
 from rich.progress import ProgressColumn, SpinnerColumn, Task, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from pipelines import output
 from pipelines import signing_pipeline as pipeline
 from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
-from pipelines.models import ModelsResult, build_models
-from sandbox import PLAN_REQUESTS_PER_MINUTE, SandboxConfig, Store, bind, serve_forever
-from sources.signing import RunStats, SigningAPIError, parse_iso
+from sources.signing import RunControl, RunStats, SigningAPIError, parse_iso
 
-EX_TEMPFAIL = 75  # stopped early on purpose; the next run continues (sysexits.h)
+if TYPE_CHECKING:
+    from pipelines.models import ModelsResult
+
+# dbt (pipelines.models) and the sandbox are imported where they are used: together they cost
+# seconds of start-up that `load --no-models` and `status` don't need.
+PLANS = ("free", "starter", "pro", "business")
 
 app = typer.Typer(
     help="Load an electronic signing service into an analytics warehouse.",
@@ -33,18 +38,29 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+out = output.stdout_console()
+err = output.stderr_console()
 
 
 @app.callback()
-def main() -> None:
+def main(
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            help="text (timestamped lines when not on a terminal) or json (one object a line).",
+        ),
+    ] = "text",
+) -> None:
     """Load an electronic signing service into an analytics warehouse."""
+    if log_format not in ("text", "json"):
+        raise typer.BadParameter("--log-format must be text or json")
+    output.configure("json" if log_format == "json" else "text")
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print a one-line reason on stderr and leave with `code`."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    output.error(message)
     return typer.Exit(code)
 
 
@@ -82,9 +98,10 @@ def load(
         except ValueError:
             raise fail(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)") from None
     chosen = [r.strip() for r in resources.split(",") if r.strip()] if resources else None
-    stats = RunStats()
+    control = RunControl()
+    output.set_run_id(control.run_id)
     started = time.monotonic()
-    with Progress(stats):
+    with Progress(control.stats):
         try:
             result = pipeline.load_incremental(
                 duckdb,
@@ -93,9 +110,9 @@ def load(
                 resources=chosen,
                 max_requests=max_requests,
                 destination=destination,
-                stats=stats,
+                control=control,
             )
-        except pipeline.AlreadyRunning as error:
+        except (pipeline.AlreadyRunning, pipeline.WarehouseError) as error:
             raise fail(str(error)) from None
         except ConfigFieldMissingException as error:
             raise fail(_missing_config(error)) from None
@@ -105,10 +122,12 @@ def load(
             raise fail(str(error)) from None
     _summary(result, time.monotonic() - started)
     if not no_models and destination == "duckdb":
-        _build_models(duckdb)  # also after an early stop: the marts show what is loaded
-    if result.stopped:
-        err.print(f"[yellow]stopped early:[/] {result.stopped}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EX_TEMPFAIL)
+        _build_models(duckdb)  # also after a stop: the marts show what is complete
+    if result.exit_code == 1:
+        raise fail(f"{result.stopped}; what was fetched is loaded, the next run continues")
+    if result.exit_code:
+        output.warning(f"stopped early: {result.stopped}", exit_code=result.exit_code)
+        raise typer.Exit(result.exit_code)
 
 
 @app.command()
@@ -124,13 +143,17 @@ def models(
 
 def _build_models(warehouse: Path, select: str | None = None) -> ModelsResult:
     """Run dbt; a failure is one line on stderr and exit 1, and the raw data stays as loaded."""
-    if not warehouse.exists():
-        raise fail(f"no warehouse at {warehouse}; run `signing-etl load` first")
-    err.print("Building the models (dbt)…", highlight=False)
-    result = build_models(warehouse, select=select)
+    from pipelines.models import ModelsError, build_models, check_warehouse
+
+    try:
+        check_warehouse(warehouse)
+        output.info("Building the models (dbt)…")
+        result = build_models(warehouse, select=select)
+    except ModelsError as error:
+        raise fail(f"models: {error}") from None
     if not result.success:
         raise fail(f"models failed (raw data is loaded and kept): {result.summary}")
-    out.print(result.summary, highlight=False)
+    output.info(result.summary)
     return result
 
 
@@ -150,7 +173,7 @@ def demo(
             duckdb,
             shipments=shipments,
             weeks=weeks,
-            say=lambda text: err.print(text, highlight=False),
+            say=output.info,
         )
     except (SigningAPIError, PipelineStepFailed, pipeline.AlreadyRunning) as error:
         raise fail(
@@ -188,7 +211,7 @@ def _write_report(warehouse: Path, out_dir: Path | None = None) -> Path:
     # Imported here: the notebook machinery takes half a second that other commands don't need.
     from pipelines.report import DEFAULT_REPORTS_DIR, ReportError, write_report
 
-    err.print("Writing the report (runs notebooks/signing_funnel.ipynb)…", highlight=False)
+    output.info("Writing the report (runs notebooks/signing_funnel.ipynb)…")
     try:
         return write_report(warehouse, out_dir or DEFAULT_REPORTS_DIR)
     except ReportError as error:
@@ -210,14 +233,19 @@ def status(
         raise fail(f"cannot read {duckdb}: {error}") from None
     run = found.last_run
     if run:
-        outcome = run["outcome"] + (f" ({run['stop_reason']})" if run.get("stop_reason") else "")
-        out.print(
-            f"Last run: {run['started_at']:%Y-%m-%d %H:%M:%S %Z}, {outcome}, "
-            f"{run['requests']} requests, {run['throttled']} 429s, "
-            f"{run['waited_seconds']:.1f} s waited for limits"
-        )
+        out.print(f"Last run: {_run_line(run)}", highlight=False)
     else:
         out.print("Last run: none recorded")
+    if len(found.runs) > 1:
+        runs = Table("started", "outcome", "requests", "429s", title="Recent runs")
+        for earlier in found.runs:
+            runs.add_row(
+                f"{earlier['started_at']:%Y-%m-%d %H:%M:%S}",
+                _outcome(earlier),
+                f"{earlier['requests']:,}",
+                str(earlier["throttled"]),
+            )
+        out.print(runs)
     cursors = Table("list", "next run reads changes since", title="Cursors")
     for name, since in found.cursors.items():
         cursors.add_row(name, since + ("  (pass interrupted)" if name in found.interrupted else ""))
@@ -234,37 +262,97 @@ def sql(
     duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = (
         pipeline.DEFAULT_WAREHOUSE
     ),
+    output_format: Annotated[
+        str, typer.Option("--format", help="table (for people), csv or json (one object a row).")
+    ] = "table",
+    limit: Annotated[int, typer.Option(min=1, help="Rows printed at most.")] = 1000,
 ) -> None:
-    """Run a read-only SQL query on the warehouse and print the result as a table."""
+    """Run a read-only SQL query on the warehouse and print the result."""
     import duckdb as duck
 
+    if output_format not in ("table", "csv", "json"):
+        raise fail("--format must be table, csv or json")
     if not duckdb.exists():
         raise fail(f"no warehouse at {duckdb}")
     try:
         with duck.connect(str(duckdb), read_only=True) as connection:
             cursor = connection.execute(query)
             names = [d[0] for d in cursor.description or []]
-            rows = cursor.fetchmany(1000)
+            rows = cursor.fetchmany(limit + 1)
     except duck.Error as error:
         raise fail(str(error).splitlines()[0]) from None
-    table = Table(*names)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    out.print(table)
+    cut = len(rows) > limit
+    _print_rows(names, rows[:limit], output_format)
+    if cut:
+        output.warning(f"the result has more than {limit:,} rows; the first {limit:,} are shown")
+
+
+def _print_rows(names: list[str], rows: list[tuple[Any, ...]], output_format: str) -> None:
+    """Rows as a table, as CSV (with a header), or as JSON lines, on stdout."""
+    if output_format == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([("" if v is None else v) for v in row] for row in rows)
+    elif output_format == "json":
+        for row in rows:
+            sys.stdout.write(json.dumps(dict(zip(names, row, strict=True)), default=str) + "\n")
+    else:
+        table = Table(*names)
+        for row in rows:
+            table.add_row(*("" if v is None else str(v) for v in row))
+        out.print(table)
+
+
+def _outcome(run: dict[str, Any]) -> str:
+    """`completed`, or `stopped (reason)` / `failed (reason)`."""
+    reason = run.get("stop_reason")
+    return str(run["outcome"]) + (f" ({reason})" if reason else "")
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    waited = run.get("waited_seconds") or 0.0
+    return (
+        f"{run['started_at']:%Y-%m-%d %H:%M:%S %Z}, {_outcome(run)}, {run['requests']} "
+        f"requests, {run['throttled']} 429s, {waited:.1f} s waited for limits"
+    )
 
 
 def _summary(result: pipeline.LoadResult, seconds: float) -> None:
+    """Rows per table and what the run cost: a table on stdout, or one JSON record."""
     stats = result.stats
-    table = Table("table", "rows loaded", title="Load summary")
-    for name, count in sorted(result.rows.items()):
-        table.add_row(name, f"{count:,}")
-    if not result.rows:
-        table.add_row("(nothing changed)", "0")
-    out.print(table)
-    out.print(
+    costs = (
         f"{stats.requests:,} requests, {stats.throttled} answered 429, {stats.retries} "
-        f"retried, {stats.waited_seconds:.1f} s waited for limits, {seconds:.1f} s in all"
+        f"retried, {stats.failed_attempts} got no answer, {stats.waited_seconds:.1f} s "
+        f"waited for limits, {seconds:.1f} s in all"
     )
+    if output.is_json():
+        output.info(
+            "load summary",
+            rows=dict(result.rows),
+            requests=stats.requests,
+            throttled=stats.throttled,
+            retries=stats.retries,
+            failed_attempts=stats.failed_attempts,
+            waited_seconds=round(stats.waited_seconds, 3),
+            seconds=round(seconds, 3),
+            truncated_trails=stats.truncated_trails,
+            workspace_id=result.workspace_id,
+        )
+    else:
+        table = Table("table", "rows loaded", title="Load summary")
+        for name, count in sorted(result.rows.items()):
+            table.add_row(name, f"{count:,}")
+        if not result.rows:
+            table.add_row("(nothing changed)", "0")
+        out.print(table)
+        out.print(costs, highlight=False)
+    if stats.truncated_trails:
+        output.warning(
+            f"{stats.truncated_trails} audit trails were cut at the API's 500 events "
+            "(their oldest events are missing; flagged in the marts)"
+        )
+    for warning in stats.warnings:
+        output.warning(warning)
 
 
 def _missing_config(error: ConfigFieldMissingException) -> str:
@@ -316,7 +404,7 @@ class Progress:
 
     def __enter__(self) -> Progress:
         self._started = time.monotonic()
-        if err.is_terminal:
+        if err.is_terminal and not output.is_json():
             self._live = RichProgress(
                 SpinnerColumn(),
                 TimeElapsedColumn(),
@@ -341,8 +429,7 @@ class Progress:
     def _log_lines(self) -> None:
         while not self._done.wait(15.0):
             elapsed = time.monotonic() - self._started
-            sys.stderr.write(f"{elapsed:5.0f} s  {_counts_line(self._stats)}\n")
-            sys.stderr.flush()
+            output.info(f"{elapsed:5.0f} s  {_counts_line(self._stats)}")
 
 
 def _parse_start(value: str | None) -> int | None:
@@ -360,7 +447,7 @@ def sandbox(
     seed: Annotated[int, typer.Option(help="Seed of the synthetic data.")] = 42,
     shipments: Annotated[int, typer.Option(min=0, help="Shipments of history.")] = 5_000,
     plan: Annotated[
-        str, typer.Option(help=f"Plan whose limits apply: {', '.join(PLAN_REQUESTS_PER_MINUTE)}.")
+        str, typer.Option(help=f"Plan whose limits apply: {', '.join(PLANS)}.")
     ] = "pro",
     order: Annotated[str, typer.Option(help="List order: asc or desc by updated_at.")] = "asc",
     start: Annotated[
@@ -369,8 +456,16 @@ def sandbox(
     no_limits: Annotated[
         bool, typer.Option("--no-limits", help="Answer every request: no rate or daily limits.")
     ] = False,
+    workspaces: Annotated[
+        int,
+        typer.Option(
+            min=1, max=20, help="Workspaces served, each with its own key and data; ids collide."
+        ),
+    ] = 1,
 ) -> None:
     """Serve the local sandbox of the signing API v1 until Ctrl-C."""
+    from sandbox import PLAN_REQUESTS_PER_MINUTE, SandboxConfig, Store, bind, serve_forever
+
     if plan not in PLAN_REQUESTS_PER_MINUTE:
         raise typer.BadParameter(f"plan must be one of {', '.join(PLAN_REQUESTS_PER_MINUTE)}")
     if order not in ("asc", "desc"):
@@ -390,18 +485,21 @@ def sandbox(
     except OSError as error:
         raise fail(f"cannot listen on 127.0.0.1:{port}: {error.strerror}") from None
     port = sock.getsockname()[1]
-    err.print(f"Generating {shipments:,} shipments (seed {seed})…", highlight=False)
-    store = Store(config)
+    output.info(f"Generating {shipments:,} shipments (seed {seed}) per workspace…")
+    stores = [Store(c, position=n) for n, c in enumerate(config.workspaces(workspaces))]
+    store = stores[0]
     base_url = f"http://127.0.0.1:{port}/v1"
     print(f"Sandbox of the signing API v1 at {base_url}")
     print(f"API key: {store.main_key.secret}")
+    for other in stores[1:]:
+        print(f"API key of workspace {other.workspace.id}: {other.main_key.secret}")
     print("Point the pipeline at it with:")
     print(f"  export SOURCES__SIGNING__BASE_URL={base_url}")
     print(f"  export SOURCES__SIGNING__API_KEY={store.main_key.secret}")
     print(f"OpenAPI document: http://127.0.0.1:{port}/openapi.json; admin: /_sandbox/state")
     sys.stdout.flush()
-    err.print("Ctrl-C stops it.")
-    serve_forever(store, sock)
+    output.info("Ctrl-C stops it.")
+    serve_forever(stores, sock)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import httpx
 
 from pipelines.signing_pipeline import LoadResult, load_incremental, pipelines_dir_for
-from sandbox import RunningSandbox, SandboxConfig
+
+if TYPE_CHECKING:
+    from sandbox import RunningSandbox
 
 DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
@@ -81,6 +84,8 @@ def run_demo(
     say: Callable[[str], None] = print,
 ) -> DemoResult:
     """Serve a sandbox, load it, advance `weeks` weeks loading after each, and return."""
+    from sandbox import RunningSandbox, SandboxConfig  # the server only when the demo runs
+
     if warehouse.exists():
         warehouse.unlink()
     shutil.rmtree(pipelines_dir_for(warehouse), ignore_errors=True)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
+import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,13 +21,23 @@ from typing import Any
 
 import dlt
 import duckdb
+from dlt.common.pipeline import LoadInfo
 
-from sources.signing import ResourceSyncStatus, RunStats, describe_sync, signing_source
+from pipelines.run_records import RUNS_TABLE, record_incomplete_shipments, record_run
+from sources.signing import (
+    Interrupted,
+    ResourceSyncStatus,
+    RunControl,
+    RunStats,
+    describe_sync,
+    incomplete_shipments,
+    signing_source,
+)
 
 PIPELINE_NAME = "signing"
 DATASET = "raw"
 DEFAULT_WAREHOUSE = Path("warehouse/signing.duckdb")
-RUNS_TABLE = "_signing_runs"
+RECENT_RUNS = 5  # runs `signing-etl status` lists
 SOURCE_TABLES = (
     "workspaces",
     "documents",
@@ -65,6 +78,9 @@ class LoadResult:
     rows: dict[str, int] = field(default_factory=dict)
     stopped: str | None = None
     step_seconds: dict[str, float] = field(default_factory=dict)
+    exit_code: int = 0
+    workspace_id: str | None = None
+    load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
 
     @property
     def seconds(self) -> float:
@@ -82,19 +98,26 @@ def make_pipeline(warehouse: Path, destination: str = "duckdb") -> dlt.Pipeline:
     target: Any = (
         dlt.destinations.duckdb(str(warehouse)) if destination == "duckdb" else destination
     )
-    return dlt.pipeline(
+    pipeline = dlt.pipeline(
         pipeline_name=PIPELINE_NAME,
         pipelines_dir=str(pipelines_dir_for(warehouse)),
         destination=target,
         dataset_name=DATASET,
     )
+    # dlt's own handlers would abort normalize and load on a signal; `stop_on_signals` lets
+    # them finish instead, so that what was fetched is kept.
+    pipeline.config.runtime.intercept_signals = False
+    return pipeline
 
 
 @contextlib.contextmanager
 def exclusive(warehouse: Path) -> Iterator[None]:
-    """Hold the warehouse's run lock, or fail at once if another run has it."""
-    warehouse.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = warehouse.parent / f".{warehouse.name}.lock"
+    """Hold the warehouse's run lock, or fail at once if another run has it. A run that wrote
+    nothing (a refused key, a wrong URL) takes its lock file and new folder away again."""
+    folder = warehouse.parent
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    lock_path = folder / f".{warehouse.name}.lock"
     with open(lock_path, "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -111,6 +134,11 @@ def exclusive(warehouse: Path) -> Iterator[None]:
         try:
             yield
         finally:
+            if not warehouse.exists() and not pipelines_dir_for(warehouse).exists():
+                lock_path.unlink(missing_ok=True)
+                for made in created:  # innermost first
+                    with contextlib.suppress(OSError):
+                        made.rmdir()
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
@@ -122,48 +150,177 @@ def load_incremental(
     resources: Sequence[str] | None = None,
     max_requests: int | None = None,
     destination: str = "duckdb",
-    stats: RunStats | None = None,
+    control: RunControl | None = None,
     **source_options: Any,
 ) -> LoadResult:
     """One incremental sync: fetch what changed since the last run, merge it into `raw`.
 
-    A run stopped on purpose (daily limit, request budget) still loads what it fetched and
-    saves its position; `LoadResult.stopped` says why, and the next run continues.
+    Every stop keeps what was fetched: a stop on purpose (daily limit, request budget, an
+    over-long Retry-After), SIGINT or SIGTERM, a service that stopped answering, a key refused
+    mid-run. What was fetched is loaded, the state is saved, the next run continues, and
+    `LoadResult.stopped` and `exit_code` say why. A wrong key or URL fails before anything is
+    written.
     """
-    stats = stats or RunStats()
+    control = control or RunControl()
     started = datetime.now(UTC)
-    with exclusive(warehouse):
-        pipeline = make_pipeline(warehouse, destination)
-        source = signing_source(
-            since=since, max_requests=max_requests, stats=stats, **source_options
+    try:
+        if destination == "duckdb":
+            check_folder(warehouse.parent)
+        with exclusive(warehouse):
+            if destination == "duckdb":
+                check_file(warehouse)
+            source = signing_source(
+                since=since, max_requests=max_requests, control=control, **source_options
+            )
+            pipeline = make_pipeline(warehouse, destination)
+            if resources:
+                source = source.with_resources(*_checked_resources(resources))
+            if since and not full_refresh and describe_sync(pipeline.state):
+                control.stats.warn(
+                    "--since is ignored: this warehouse already has cursors "
+                    "(--full-refresh starts again from --since)"
+                )
+            return _run(pipeline, source, control, started, full_refresh)
+    finally:
+        control.finish()
+
+
+def _run(
+    pipeline: dlt.Pipeline,
+    source: Any,
+    control: RunControl,
+    started: datetime,
+    full_refresh: bool,
+) -> LoadResult:
+    """Run the pipeline with signals turned into a clean stop, then record the run."""
+    stats = control.stats
+    try:
+        with stop_on_signals(control):
+            if full_refresh:
+                info = pipeline.run(source, refresh="drop_sources")
+            else:
+                info = pipeline.run(source)
+    except Exception as error:
+        why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        failed = LoadResult(started, datetime.now(UTC), stats, stopped=why, exit_code=1)
+        with contextlib.suppress(Exception):  # the warehouse itself may be what failed
+            record_run(pipeline, _run_record(failed, "failed", control))
+        raise
+    reason = control.reason
+    result = LoadResult(
+        started,
+        datetime.now(UTC),
+        stats,
+        _row_counts(pipeline),
+        stats.stop_reason,
+        _step_seconds(pipeline),
+        reason.exit_code if reason else 0,
+        control.workspace_id,
+        info,
+    )
+    if control.workspace_id:
+        record_incomplete_shipments(
+            pipeline, control.workspace_id, incomplete_shipments(pipeline.state)
         )
-        if resources:
-            source = source.with_resources(*_checked_resources(resources))
-        if full_refresh:
-            pipeline.run(source, refresh="drop_sources")
-        else:
-            pipeline.run(source)
-        rows = _row_counts(pipeline)
-        result = LoadResult(
-            started,
-            datetime.now(UTC),
-            stats,
-            rows,
-            stats.stop_reason,
-            _step_seconds(pipeline),
-        )
-        _record_run(pipeline, result)
+    outcome = "completed" if reason is None else "stopped" if reason.exit_code != 1 else "failed"
+    record_run(pipeline, _run_record(result, outcome, control))
     return result
 
 
+def _run_record(result: LoadResult, outcome: str, control: RunControl) -> dict[str, Any]:
+    stats = result.stats
+    return {
+        "run_id": control.run_id,
+        "workspace_id": control.workspace_id,
+        "started_at": result.started_at,
+        "finished_at": result.finished_at,
+        "outcome": outcome,
+        "stop_reason": result.stopped,
+        "requests": stats.requests,
+        "failed_attempts": stats.failed_attempts,
+        "throttled": stats.throttled,
+        "retries": stats.retries,
+        "waited_seconds": round(stats.waited_seconds, 3),
+        "truncated_trails": stats.truncated_trails,
+        "rows": dict(result.rows),
+        "requests_by_endpoint": dict(stats.by_endpoint),
+        "warnings": list(stats.warnings),
+    }
+
+
+@contextlib.contextmanager
+def stop_on_signals(control: RunControl) -> Iterator[None]:
+    """SIGINT and SIGTERM stop the run cleanly (what was fetched is loaded); a second one of
+    the same kind acts as usual and ends the process at once. Only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {}
+
+    def handle(number: int, frame: object) -> None:
+        signal.signal(number, previous[number])
+        name = signal.Signals(number).name
+        # Stopping takes locks a worker may hold; a thread of its own keeps this handler safe.
+        reason = Interrupted(f"stopped by {name}; the next run continues", number)
+        threading.Thread(target=control.stop, args=(reason,), daemon=True).start()
+
+    for kind in (signal.SIGINT, signal.SIGTERM):
+        previous[kind] = signal.signal(kind, handle)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+class WarehouseError(Exception):
+    """The warehouse cannot be written: the message is one line with a hint."""
+
+
+def check_folder(folder: Path) -> None:
+    """Fail in one line, before anything is written, when the warehouse's folder (or, while it
+    does not exist, the nearest folder above it) cannot be written in."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        raise WarehouseError(
+            f"cannot write in {existing} ({error.strerror}); choose a writable folder with --duckdb"
+        ) from None
+
+
+def check_file(warehouse: Path) -> None:
+    """Fail in one line when the warehouse file exists but DuckDB cannot open it."""
+    if not warehouse.exists():
+        return
+    try:
+        duckdb.connect(str(warehouse)).close()
+    except duckdb.Error as error:
+        first = str(error).splitlines()[0]
+        raise WarehouseError(
+            f"{warehouse} is not a usable DuckDB file ({first}); move it away or choose "
+            "another --duckdb"
+        ) from None
+
+
+# Shipments and their children come from one list pass: loading one without the others would
+# move the list's cursor past changes whose children were never fetched.
+SHIPMENT_RESOURCES = ("shipments", "audit_events", "shipment_fields")
+
+
 def _checked_resources(resources: Sequence[str]) -> list[str]:
-    """The chosen resources, or a one-line error naming the unknown ones."""
+    """The chosen resources (a shipment resource brings the other two along), or a one-line
+    error naming the unknown ones."""
     unknown = sorted(set(resources) - set(RESOURCES))
     if unknown:
         raise ValueError(
             f"unknown resources {', '.join(unknown)}; choose from {', '.join(RESOURCES)}"
         )
-    return list(resources)
+    chosen = list(dict.fromkeys(resources))
+    if set(chosen) & set(SHIPMENT_RESOURCES):
+        chosen += [name for name in SHIPMENT_RESOURCES if name not in chosen]
+    return chosen
 
 
 def _row_counts(pipeline: dlt.Pipeline) -> dict[str, int]:
@@ -186,40 +343,18 @@ def _step_seconds(pipeline: dlt.Pipeline) -> dict[str, float]:
     }
 
 
-def _record_run(pipeline: dlt.Pipeline, result: LoadResult) -> None:
-    stats = result.stats
-    row = {
-        "started_at": result.started_at,
-        "finished_at": result.finished_at,
-        "outcome": "stopped" if result.stopped else "completed",
-        "stop_reason": result.stopped,
-        "requests": stats.requests,
-        "throttled": stats.throttled,
-        "retries": stats.retries,
-        "waited_seconds": round(stats.waited_seconds, 3),
-        "rows": dict(result.rows),
-        "requests_by_endpoint": dict(stats.by_endpoint),
-    }
-    pipeline.run(
-        [row],
-        table_name=RUNS_TABLE,
-        write_disposition="append",
-        columns={
-            "rows": {"data_type": "json"},
-            "requests_by_endpoint": {"data_type": "json"},
-            "stop_reason": {"data_type": "text"},
-        },
-    )
-
-
 @dataclass
 class Status:
     """What `signing-etl status` shows."""
 
     warehouse: Path
-    last_run: dict[str, Any] | None
+    runs: list[dict[str, Any]]  # newest first, failed and stopped ones too
     resources: list[ResourceSyncStatus]
     row_counts: dict[str, int]
+
+    @property
+    def last_run(self) -> dict[str, Any] | None:
+        return self.runs[0] if self.runs else None
 
     @property
     def cursors(self) -> dict[str, str]:
@@ -252,15 +387,14 @@ def status(warehouse: Path = DEFAULT_WAREHOUSE) -> Status:
             for t in SOURCE_TABLES
             if t in tables
         }
-        last_run = None
+        runs: list[dict[str, Any]] = []
         if RUNS_TABLE in tables:
             cursor = connection.execute(
-                f"select * from {DATASET}.{RUNS_TABLE} order by started_at desc limit 1"
+                f"select * from {DATASET}.{RUNS_TABLE} order by started_at desc limit {RECENT_RUNS}"
             )
             names = [d[0] for d in cursor.description or []]
-            found = cursor.fetchone()
-            last_run = dict(zip(names, found, strict=True)) if found else None
-    return Status(warehouse, last_run, describe_sync(_pipeline_state(warehouse)), counts)
+            runs = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    return Status(warehouse, runs, describe_sync(_pipeline_state(warehouse)), counts)
 
 
 def _pipeline_state(warehouse: Path) -> dict[str, Any]:

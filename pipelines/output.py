@@ -1,0 +1,111 @@
+"""What the command line says, in the shape its reader needs: rich and coloured on a terminal;
+one line per message with a UTC timestamp, a level and the run id in a log (cron, Airflow); or
+one JSON object per line (`--log-format json`) for log collectors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from rich.console import Console
+
+LogFormat = Literal["text", "json"]
+LOGGER = logging.getLogger("signing_etl")
+# A console that never wraps when its output is not a terminal: a log line stays one line.
+_WIDE = 10_000
+
+
+def stdout_console() -> Console:
+    terminal = sys.stdout.isatty()
+    return Console(width=None if terminal else _WIDE, soft_wrap=not terminal)
+
+
+def stderr_console() -> Console:
+    terminal = sys.stderr.isatty()
+    return Console(stderr=True, width=None if terminal else _WIDE, soft_wrap=not terminal)
+
+
+class _TextFormatter(logging.Formatter):
+    """`error: message` on a terminal; `2026-11-22T02:15:00Z ERROR run=ab12 message` in a log."""
+
+    def __init__(self, terminal: bool) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if self.terminal:
+            return (
+                message
+                if record.levelno == logging.INFO
+                else f"{record.levelname.lower()}: {message}"
+            )
+        stamp = datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        run = getattr(record, "run_id", None)
+        where = f" run={run}" if run else ""
+        return f"{stamp} {record.levelname}{where} {message}"
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, run_id, message, and any structured fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "run_id": getattr(record, "run_id", None),
+            "message": record.getMessage(),
+        }
+        entry.update(getattr(record, "fields", {}) or {})
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+class _RunId(logging.Filter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.run_id: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "run_id"):
+            record.run_id = self.run_id
+        return True
+
+
+_run_id = _RunId()
+
+
+def configure(log_format: LogFormat) -> None:
+    """Send the CLI's messages to stderr in `log_format` (text adapts to a terminal)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(_TextFormatter(sys.stderr.isatty()))
+    handler.addFilter(_run_id)
+    LOGGER.handlers[:] = [handler]
+    LOGGER.setLevel(logging.INFO)
+    LOGGER.propagate = False
+
+
+def set_run_id(run_id: str | None) -> None:
+    """Tag every message from now on with this run's id (it is in the run record too)."""
+    _run_id.run_id = run_id
+
+
+def is_json() -> bool:
+    return any(isinstance(h.formatter, _JsonFormatter) for h in LOGGER.handlers)
+
+
+def info(message: str, **fields: Any) -> None:
+    LOGGER.info(message, extra={"fields": fields})
+
+
+def warning(message: str, **fields: Any) -> None:
+    LOGGER.warning(message, extra={"fields": fields})
+
+
+def error(message: str, **fields: Any) -> None:
+    LOGGER.error(message, extra={"fields": fields})
