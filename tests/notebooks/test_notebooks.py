@@ -24,6 +24,7 @@ from pipelines.report import (
     execute_notebook,
     write_report,
 )
+from tests.support import error_lines
 
 ADHOC_NOTEBOOK = NOTEBOOKS_DIR / "adhoc_sql.ipynb"
 # The title of every chart of the funnel notebook, in order (the images' alternative text).
@@ -190,7 +191,7 @@ def test_report_without_marts_is_a_one_line_error_and_writes_nothing(
         app, ["report", "--duckdb", str(without_marts), "--out", str(tmp_path / "reports")]
     )
     assert result.exit_code == 1
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    errors = error_lines(result.stderr)
     assert len(errors) == 1
     assert "has no marts" in errors[0]
     assert "Traceback" not in result.output

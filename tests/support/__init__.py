@@ -1,6 +1,15 @@
 """Helpers shared by the test modules (the pytest fixtures built on them are in conftest.py)."""
 
-from .cli import PROGRESS_LINE, cli_env, describe, load_args, message_lines, run_cli, start_cli
+from .cli import (
+    PROGRESS_LINE,
+    cli_env,
+    describe,
+    error_lines,
+    load_args,
+    message_lines,
+    run_cli,
+    start_cli,
+)
 from .loading import FAST, pointed_at
 from .sandboxes import (
     START_MS,
@@ -27,6 +36,7 @@ __all__ = [
     "describe",
     "differences",
     "duplicate_keys",
+    "error_lines",
     "load_args",
     "message_lines",
     "new_key",

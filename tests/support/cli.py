@@ -15,8 +15,8 @@ from sandbox import RunningSandbox
 
 from .loading import FAST
 
-# What the CLI prints on stderr every 15 s while a run works (not a TTY); not a message.
-PROGRESS_LINE = re.compile(r"^\s*\d+ s  [\d,]+ requests, ")
+# What the CLI logs on stderr every 15 s while a run works (not a TTY); not a message.
+PROGRESS_LINE = re.compile(r"^(\S+Z INFO (run=\S+ )?)?\s*\d+ s  [\d,]+ requests, ")
 
 
 def cli_env(
@@ -74,6 +74,15 @@ def start_cli(args: Sequence[str], *, cwd: Path, env: dict[str, str]) -> subproc
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+# An error as the CLI prints it: `error: ...` on a terminal, `<time> ERROR ...` in a log.
+ERROR_LINE = re.compile(r"^(error: |\S+Z ERROR )")
+
+
+def error_lines(stderr: str) -> list[str]:
+    """The lines of stderr that report an error."""
+    return [line for line in stderr.splitlines() if ERROR_LINE.match(line)]
 
 
 def message_lines(stderr: str) -> list[str]:

@@ -1,0 +1,42 @@
+"""`signing-etl sql`: machine-readable results, and a result cut at its limit says so."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from tests.support import SandboxFactory, cli_env, describe, load_args, message_lines, run_cli
+
+
+def test_sql_writes_csv_and_json_and_says_when_a_result_is_cut(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=30, limits_enabled=False)
+    warehouse = tmp_path / "signing.duckdb"
+    env = cli_env(running)
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+    truth = sorted((s.id, s.status) for s in running.store.shipments.by_id.values())
+    query = "select id, status from raw.shipments order by id"
+
+    as_csv = run_cli(
+        ["sql", "--duckdb", str(warehouse), "--format", "csv", query], cwd=tmp_path, env=env
+    )
+    assert as_csv.returncode == 0, describe(as_csv)
+    rows = list(csv.reader(io.StringIO(as_csv.stdout)))
+    assert rows[0] == ["id", "status"]
+    assert [tuple(r) for r in rows[1:]] == truth
+    assert message_lines(as_csv.stderr) == [], describe(as_csv)
+
+    cut = run_cli(
+        ["sql", "--duckdb", str(warehouse), "--format", "json", "--limit", "5", query],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert cut.returncode == 0, describe(cut)
+    objects = [json.loads(line) for line in cut.stdout.splitlines()]
+    assert [(o["id"], o["status"]) for o in objects] == truth[:5]
+    warnings = message_lines(cut.stderr)
+    assert len(warnings) == 1, describe(cut)
+    assert "more than 5 rows" in warnings[0], describe(cut)
