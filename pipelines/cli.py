@@ -23,7 +23,7 @@ from rich.text import Text
 from pipelines import output
 from pipelines import signing_pipeline as pipeline
 from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
-from sources.signing import RunControl, RunStats, SigningAPIError, parse_iso
+from sources.signing import RunControl, RunStats, RunStopped, SigningAPIError, parse_iso
 
 if TYPE_CHECKING:
     from pipelines.models import ModelsResult
@@ -118,6 +118,11 @@ def load(
             raise fail(_missing_config(error)) from None
         except PipelineStepFailed as error:
             raise fail(_reason(error)) from None
+        except RunStopped as error:  # at the first request: nothing fetched, nothing written
+            if error.exit_code == 1:
+                raise fail(str(error)) from None
+            output.warning(f"stopped early: {error}", exit_code=error.exit_code)
+            raise typer.Exit(error.exit_code) from None
         except (SigningAPIError, ValueError) as error:
             raise fail(str(error)) from None
     _summary(result, time.monotonic() - started)
@@ -250,6 +255,11 @@ def status(
     for name, since in found.cursors.items():
         cursors.add_row(name, since + ("  (pass interrupted)" if name in found.interrupted else ""))
     out.print(cursors)
+    if found.truncated_trails:
+        out.print(
+            f"Audit trails cut at the API's 500 events: {found.truncated_trails:,} shipments "
+            "(flagged in marts.fct_shipments)"
+        )
     counts = Table("table", "rows", title=f"raw.* in {duckdb}")
     for table, count in found.row_counts.items():
         counts.add_row(table, f"{count:,}")

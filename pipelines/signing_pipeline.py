@@ -25,6 +25,7 @@ from dlt.common.pipeline import LoadInfo
 
 from pipelines.run_records import RUNS_TABLE, record_incomplete_shipments, record_run
 from sources.signing import (
+    EVENTS_LIMIT,
     Interrupted,
     ResourceSyncStatus,
     RunControl,
@@ -351,6 +352,7 @@ class Status:
     runs: list[dict[str, Any]]  # newest first, failed and stopped ones too
     resources: list[ResourceSyncStatus]
     row_counts: dict[str, int]
+    truncated_trails: int = 0  # shipments whose loaded audit trail is the API's cap (500)
 
     @property
     def last_run(self) -> dict[str, Any] | None:
@@ -394,7 +396,16 @@ def status(warehouse: Path = DEFAULT_WAREHOUSE) -> Status:
             )
             names = [d[0] for d in cursor.description or []]
             runs = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    return Status(warehouse, runs, describe_sync(_pipeline_state(warehouse)), counts)
+        truncated = 0
+        if "audit_events" in tables:
+            found = connection.execute(
+                f"""select count(*) from (
+                        select 1 from {DATASET}.audit_events group by workspace_id, shipment_id
+                        having count(*) >= ?)""",
+                [EVENTS_LIMIT],
+            ).fetchone()
+            truncated = int(found[0]) if found else 0
+    return Status(warehouse, runs, describe_sync(_pipeline_state(warehouse)), counts, truncated)
 
 
 def _pipeline_state(warehouse: Path) -> dict[str, Any]:

@@ -32,6 +32,7 @@ SETTINGS = (
     "fault_429_rate",
     "fault_5xx_rate",
     "fault_retry_after",
+    "fault_retry_after_s",
     "fault_truncate_rate",
     "limits_enabled",
     "order",
@@ -247,7 +248,7 @@ def _check_setting(name: str, value: Any) -> None:
         return
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
         raise SandboxError(422, "invalid_request", f"{name} must be a number of at least 0")
-    if name.startswith("fault_") and value > 1:
+    if name.endswith("_rate") and value > 1:
         raise SandboxError(422, "invalid_request", f"{name} is a rate between 0 and 1")
     if name in ("burst", "requests_per_second", "requests_per_minute") and value == 0:
         raise SandboxError(422, "invalid_request", f"{name} must be above 0")

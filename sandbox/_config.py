@@ -45,6 +45,7 @@ class SandboxConfig:
     fault_5xx_rate: float = 0.0
     fault_truncate_rate: float = 0.0
     fault_retry_after: Literal["seconds", "http-date", "zero", "mixed"] = "seconds"
+    fault_retry_after_s: int = 1  # the wait an injected 429 asks for (not "zero")
     # The scope GET /webhooks needs: the reference gives webhooks to `write`; the sandbox lets
     # `read` list them unless told to be as strict as a service may be.
     webhooks_list_scope: Literal["read", "write"] = "read"

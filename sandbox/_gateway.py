@@ -73,7 +73,7 @@ class Lane:
             style = config.fault_retry_after
             if style == "mixed":
                 style = self._rng.choice(("seconds", "http-date", "zero"))
-            wait = 0 if style == "zero" else 1
+            wait = 0 if style == "zero" else config.fault_retry_after_s
             response = too_many(wait)
             if style == "http-date":
                 moment = datetime.fromtimestamp(self.store.clock.now_ms() / 1000 + wait, UTC)

@@ -53,7 +53,10 @@ from .rows import (
 from .stats import RunStats
 from .times import parse_iso, to_iso
 
+EVENTS_LIMIT = settings.EVENTS_LIMIT  # the API's cap on one audit trail
+
 __all__ = [
+    "EVENTS_LIMIT",
     "AuthError",
     "DailyLimitReached",
     "Interrupted",
