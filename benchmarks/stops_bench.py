@@ -34,8 +34,13 @@ RATE = 40  # requests per second: slow enough that every event lands in the midd
 
 
 def served(running: RunningSandbox) -> int:
+    return sandbox_count(running, "requests_served")
+
+
+def sandbox_count(running: RunningSandbox, name: str) -> int:
+    """A counter of the sandbox's state: `requests_served`, or `requests_refused` (429s)."""
     body = httpx.get(f"{running.root_url}/_sandbox/state", timeout=30).json()
-    return int(body["requests_served"])
+    return int(body[name])
 
 
 def start_load(
@@ -149,11 +154,11 @@ def main() -> None:
                 "daily_requests": served(running) + 100,
             },
         ).raise_for_status()
+        refused = sandbox_count(running, "requests_refused")
         process = start_load(running, base / "daily", running.api_key)
-        limit = served(running) + 100
 
-        def daily_limit() -> float:
-            wait_until(lambda: served(running) > limit, process)
+        def daily_limit() -> float:  # the first 429 of the daily cap
+            wait_until(lambda: sandbox_count(running, "requests_refused") > refused, process)
             return time.monotonic()
 
         measure("daily limit", running, process, daily_limit)
