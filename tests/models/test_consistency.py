@@ -16,7 +16,6 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,16 @@ import pytest
 from pipelines.models import ModelsError, ModelsResult, WarehouseMissing, build_models, dbt_dir_for
 from pipelines.signing_pipeline import load_incremental, make_pipeline
 from sandbox import RunningSandbox, SandboxConfig, Shipment, Store
-from tests.support import FAST, START_MS, SandboxFactory, admin, pointed_at
+from tests.support import (
+    FAST,
+    START_MS,
+    SandboxFactory,
+    admin,
+    earliest,
+    ms_of,
+    pointed_at,
+    week_of,
+)
 
 MARTS = (
     "fct_shipments",
@@ -118,14 +126,6 @@ def marts_present(warehouse: Path) -> set[str]:
 
 
 # ---------------------------------------------------------------------- expected side
-def _week(ms: int) -> date:
-    day = datetime.fromtimestamp(ms / 1000, UTC).date()
-    return day - timedelta(days=day.weekday())
-
-
-def _first(values: list[int | None]) -> int | None:
-    present = [v for v in values if v is not None]
-    return min(present) if present else None
 
 
 def _is_sent(shipment: Shipment) -> bool:
@@ -162,10 +162,10 @@ def truth(store: Store, complete: set[str], held_back: set[str]) -> Numbers:
         ),
         "recipients": (len(recipients), sum(r.signed_at is not None for _, r in recipients)),
         "sent_per_week": Counter(
-            _week(min(r.sent_at for r in s.recipients if r.sent_at is not None)) for s in sent
+            week_of(min(r.sent_at for r in s.recipients if r.sent_at is not None)) for s in sent
         ),
         "held_back_per_week": Counter(
-            _week(min(r.sent_at for r in s.recipients if r.sent_at is not None))
+            week_of(min(r.sent_at for r in s.recipients if r.sent_at is not None))
             for s in waiting
             if _is_sent(s)
         ),
@@ -179,9 +179,9 @@ def truth(store: Store, complete: set[str], held_back: set[str]) -> Numbers:
         "per_contact": {c: (len(received[c]), len(signed_by[c])) for c in contact_ids},
         "milestones": {
             s.id: (
-                _first([r.sent_at for r in s.recipients]),
-                _first([r.first_opened_at for r in s.recipients]),
-                _first([r.signed_at for r in s.recipients]),
+                earliest([r.sent_at for r in s.recipients]),
+                earliest([r.first_opened_at for r in s.recipients]),
+                earliest([r.signed_at for r in s.recipients]),
                 s.completed_at,
             )
             for s in counted
@@ -191,8 +191,6 @@ def truth(store: Store, complete: set[str], held_back: set[str]) -> Numbers:
 
 
 # ---------------------------------------------------------------------- actual side
-def _ms(value: datetime | None) -> int | None:
-    return None if value is None else round(value.timestamp() * 1000)
 
 
 def marts(warehouse: Path) -> Numbers:
@@ -247,7 +245,7 @@ def marts(warehouse: Path) -> Numbers:
                     from marts.dim_contacts""")
             },
             "milestones": {
-                row[0]: tuple(_ms(v) for v in row[1:])
+                row[0]: tuple(ms_of(v) for v in row[1:])
                 for row in rows("""
                     select shipment_id, sent_at, first_opened_at, first_signed_at, completed_at
                     from marts.fct_shipments""")
@@ -472,13 +470,13 @@ def test_a_trail_cut_at_the_cap_is_flagged_and_falls_back_to_fields(
         shipment = store.shipments.by_id[shipment_id]
         recipient = next(r for r in shipment.recipients if r.id == recipient_id)
         want = (
-            _first([r.sent_at for r in shipment.recipients]),
-            _first([r.signed_at for r in shipment.recipients]),
+            earliest([r.sent_at for r in shipment.recipients]),
+            earliest([r.signed_at for r in shipment.recipients]),
             shipment.completed_at,
         )
     # The cut events come from the shipment's and recipients' fields instead; completion is
     # then the last signature, which the service stamps a moment before `completed`.
-    got = tuple(_ms(v) for v in row[:3])
+    got = tuple(ms_of(v) for v in row[:3])
     assert got[:2] == want[:2]
     assert got[2] is not None
     assert want[2] is not None
@@ -487,7 +485,7 @@ def test_a_trail_cut_at_the_cap_is_flagged_and_falls_back_to_fields(
     # The first loaded view is not the first view: the recipient's first open is the field
     # fallback (a single view's `last_viewed_at`) or unknown, never a view from the cut trail.
     assert opened[1] is True
-    assert _ms(opened[0]) in (None, recipient.first_opened_at)
+    assert ms_of(opened[0]) in (None, recipient.first_opened_at)
     # Every other shipment is as before.
     want_all = truth(store, loaded_shipments(warehouse), set())
     got_all = marts(warehouse)

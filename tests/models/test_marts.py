@@ -7,7 +7,6 @@ tables or the models, so the comparison checks the whole path: API, pipeline, st
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -18,21 +17,13 @@ import pytest
 from pipelines.models import ModelsResult, build_models
 from pipelines.signing_pipeline import load_incremental
 from sandbox import RunningSandbox, Shipment, Store
-from tests.support import FAST, SandboxFactory, admin, pointed_at
+from tests.support import FAST, SandboxFactory, admin, earliest, ms_of, pointed_at, week_of
 
 HOUR_MS = 3_600_000
 Numbers = dict[str, Any]
 
 
 # ---------------------------------------------------------------------- expected side
-def _first(values: list[int | None]) -> int | None:
-    present = [v for v in values if v is not None]
-    return min(present) if present else None
-
-
-def _week(ms: int) -> date:
-    day = datetime.fromtimestamp(ms / 1000, UTC).date()
-    return day - timedelta(days=day.weekday())
 
 
 def _stage(shipment: Shipment) -> str:
@@ -79,9 +70,9 @@ def truth(store: Store) -> Numbers:
         "recipients_signed": sum(r.signed_at is not None for _, r in recipients),
         "shipment_milestones": {
             s.id: (
-                _first([r.sent_at for r in s.recipients]),
-                _first([r.first_opened_at for r in s.recipients]),
-                _first([r.signed_at for r in s.recipients]),
+                earliest([r.sent_at for r in s.recipients]),
+                earliest([r.first_opened_at for r in s.recipients]),
+                earliest([r.signed_at for r in s.recipients]),
                 s.completed_at,
                 s.expired_at,
                 s.revoked_at,
@@ -99,7 +90,7 @@ def truth(store: Store) -> Numbers:
             for d in document_ids
         },
         "sent_per_week": Counter(
-            _week(min(r.sent_at for r in s.recipients if r.sent_at is not None)) for s in sent
+            week_of(min(r.sent_at for r in s.recipients if r.sent_at is not None)) for s in sent
         ),
         "per_contact": {c: (len(received[c]), len(signed_by[c])) for c in contact_ids},
         "median_hours_to_sign": {d: median(hours) for d, hours in hours_to_sign.items()},
@@ -107,8 +98,6 @@ def truth(store: Store) -> Numbers:
 
 
 # ---------------------------------------------------------------------- actual side
-def _ms(value: datetime | None) -> int | None:
-    return None if value is None else round(value.timestamp() * 1000)
 
 
 def marts(warehouse: Path) -> Numbers:
@@ -142,14 +131,14 @@ def marts(warehouse: Path) -> Numbers:
             "recipients": recipients[0],
             "recipients_signed": recipients[1],
             "shipment_milestones": {
-                row[0]: tuple(_ms(v) for v in row[1:])
+                row[0]: tuple(ms_of(v) for v in row[1:])
                 for row in rows("""
                     select shipment_id, sent_at, first_opened_at, first_signed_at,
                            completed_at, expired_at, revoked_at
                     from marts.fct_shipments""")
             },
             "recipient_milestones": {
-                row[0]: tuple(_ms(v) for v in row[1:])
+                row[0]: tuple(ms_of(v) for v in row[1:])
                 for row in rows("""
                     select recipient_id, sent_at, delivered_at, first_opened_at, signed_at
                     from marts.fct_recipients""")

@@ -26,6 +26,7 @@ from tests.support import (
     new_key,
     raw_row_counts,
     run_cli,
+    served,
     start_cli,
 )
 
@@ -37,11 +38,6 @@ MARTS = (
     "dim_documents",
     "dim_contacts",
 )
-
-
-def served(running: RunningSandbox) -> int:
-    """`/v1` requests the sandbox has answered so far, refused ones included."""
-    return int(admin(running, "GET", "/state")["requests_served"])
 
 
 def wait_for_requests(running: RunningSandbox, count: int, process: subprocess.Popen[str]) -> None:

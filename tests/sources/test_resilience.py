@@ -34,6 +34,7 @@ from tests.support import (
     pointed_at,
     raw_row_counts,
     run_cli,
+    served,
     start_cli,
 )
 
@@ -45,11 +46,6 @@ CONTACT_TABLES = {"contacts", "contacts__custom"}
 def missing_rows(warehouse: Path, running: RunningSandbox) -> int:
     """How many of the sandbox's rows the warehouse lacks, over all compared tables."""
     return sum(table["counts"][0] for table in differences(warehouse, running.store).values())
-
-
-def served(running: RunningSandbox) -> int:
-    """`/v1` requests the sandbox has answered so far."""
-    return int(admin(running, "GET", "/state")["requests_served"])
 
 
 # ---------------------------------------------------------------------- injected faults

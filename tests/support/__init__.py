@@ -20,8 +20,9 @@ from .sandboxes import (
     new_key,
     page_all,
     sandbox_now,
+    served,
 )
-from .truth import differences, duplicate_keys
+from .truth import differences, duplicate_keys, earliest, ms_of, week_of
 from .warehouse import raw_row_counts, raw_tables
 
 __all__ = [
@@ -36,9 +37,11 @@ __all__ = [
     "describe",
     "differences",
     "duplicate_keys",
+    "earliest",
     "error_lines",
     "load_args",
     "message_lines",
+    "ms_of",
     "new_key",
     "page_all",
     "pointed_at",
@@ -46,5 +49,7 @@ __all__ = [
     "raw_tables",
     "run_cli",
     "sandbox_now",
+    "served",
     "start_cli",
+    "week_of",
 ]

@@ -58,6 +58,11 @@ def admin(running: RunningSandbox, method: str, path: str, body: JSON | None = N
     return response.json()
 
 
+def served(running: RunningSandbox) -> int:
+    """`/v1` requests the sandbox has answered so far, refused ones included."""
+    return int(admin(running, "GET", "/state")["requests_served"])
+
+
 def new_key(running: RunningSandbox, **body: Any) -> str:
     """A new API key made through the admin API (`body`: name, scopes, expires_at, ...)."""
     response = admin_response(running, "POST", "/keys", body)

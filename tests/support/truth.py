@@ -8,7 +8,7 @@ normalisation, merge, types.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +197,20 @@ def duplicate_keys(warehouse: Path) -> dict[str, int]:
             if count and count[0]:
                 found[table] = count[0]
     return found
+
+
+def earliest(values: list[int | None]) -> int | None:
+    """The earliest of some epoch-millisecond times that may be missing."""
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def week_of(ms: int) -> date:
+    """The Monday (UTC) of the week an epoch-millisecond time falls in, as the marts' weeks."""
+    day = datetime.fromtimestamp(ms / 1000, UTC).date()
+    return day - timedelta(days=day.weekday())
+
+
+def ms_of(value: datetime | None) -> int | None:
+    """A warehouse timestamp as epoch milliseconds, to compare with the sandbox's own."""
+    return None if value is None else round(value.timestamp() * 1000)
