@@ -141,7 +141,11 @@ def test_a_service_that_goes_away_is_given_up_on_naming_the_host_and_fetched_row
     assert f"127.0.0.1:{running.port}" in lines[0], describe(gone)
     assert sum(raw_row_counts(warehouse).values()) > 0, describe(gone)
     shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=slow)
-    assert "failed (gave up on 127.0.0.1" in shown.stdout, describe(shown)
+    last_run = next(line for line in shown.stdout.splitlines() if line.startswith("Last run:"))
+    # One line, however long, in a log: its end is not wrapped onto the next line.
+    assert "failed (gave up on 127.0.0.1" in last_run, describe(shown)
+    assert last_run.rstrip().endswith("waited for limits"), describe(shown)
+    assert len(last_run) > 80, describe(shown)
 
     again = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
     assert again.returncode == 0, describe(again)
