@@ -79,16 +79,20 @@ def measure(
     running: RunningSandbox,
     process: subprocess.Popen[str],
     event: Callable[[], float],
+    *,
+    serving: bool = True,
 ) -> None:
-    """Let `event` happen (it returns the moment it happened), then time the exit."""
+    """Let `event` happen (it returns the moment it happened), then time the exit; `serving`:
+    the sandbox still answers, so the requests it answered after the event can be counted."""
     happened = event()
-    after = served(running)
-    _, stderr = process.communicate(timeout=600)
+    after = served(running) if serving else 0
+    _, stderr = process.communicate(timeout=900)
     seconds = time.monotonic() - happened
     line = next((x for x in stderr.splitlines() if " s  " not in x), "").strip()
+    answered = f"{served(running) - after:>3}" if serving else "  -"
     print(
         f"{label:<28} exit {process.returncode:>3}  {seconds:6.2f} s from event to exit  "
-        f"{served(running) - after:>3} requests after it | {line[:110]}",
+        f"{answered} requests after it | {line[:110]}",
         flush=True,
     )
 
@@ -176,15 +180,8 @@ def main() -> None:
             running.stop()
             return time.monotonic()
 
-        happened = service_gone()
-        _, stderr = process.communicate(timeout=900)
-        seconds = time.monotonic() - happened
-        line = next((x for x in stderr.splitlines() if " s  " not in x), "").strip()
-        print(
-            f"{'service gone':<28} exit {process.returncode:>3}  {seconds:6.2f} s from event to "
-            f"exit (give up after {args.give_up_after:.0f} s) | {line[:110]}",
-            flush=True,
-        )
+        label = f"service gone (give up {args.give_up_after:.0f} s)"
+        measure(label, running, process, service_gone, serving=False)
         running.start()
 
 

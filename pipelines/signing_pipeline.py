@@ -276,7 +276,7 @@ def stop_on_signals(control: RunControl) -> Iterator[None]:
     previous: dict[int, Any] = {}
 
     def handle(number: int, frame: object) -> None:
-        signal.signal(number, previous[number])
+        signal.signal(number, previous[number] or signal.SIG_DFL)
         name = signal.Signals(number).name
         # Stopping takes locks a worker may hold; a thread of its own keeps this handler safe.
         reason = Interrupted(f"stopped by {name}; the next run continues", number)

@@ -58,10 +58,8 @@ class RunStats:
         with self._lock:
             self.waited_seconds += seconds
 
-    def stopped(self, reason: str) -> bool:
-        """Record why the run stopped; only the first reason counts. True if it was the first."""
+    def stopped(self, reason: str) -> None:
+        """Record why the run stopped; only the first reason counts."""
         with self._lock:
-            if self.stop_reason is not None:
-                return False
-            self.stop_reason = reason
-            return True
+            if self.stop_reason is None:
+                self.stop_reason = reason
