@@ -27,23 +27,17 @@ from pipelines.signing_pipeline import load_incremental, make_pipeline
 from sandbox import RunningSandbox, SandboxConfig, Shipment, Store
 from tests.support import (
     FAST,
+    MARTS,
     START_MS,
     SandboxFactory,
     admin,
     earliest,
+    mart_tables,
     ms_of,
     pointed_at,
     week_of,
 )
 
-MARTS = (
-    "fct_shipments",
-    "fct_recipients",
-    "fct_signing_funnel",
-    "fct_time_to_sign",
-    "dim_documents",
-    "dim_contacts",
-)
 MODELS = 16  # 10 staging views and 6 mart tables (intermediate models are ephemeral)
 INCOMPLETE_TABLE = "_signing_incomplete_shipments"
 AUDIT_TRAIL_CAP = 500  # GET /shipments/{id}/events: newest first, at most 500, no paging
@@ -113,16 +107,6 @@ def assert_built(result: ModelsResult) -> None:
     assert result.models_passed == MODELS, result.summary
     assert (result.models_errored, result.models_skipped) == (0, 0), result.summary
     assert (result.tests_errored, result.tests_skipped) == (0, 0), result.summary
-
-
-def marts_present(warehouse: Path) -> set[str]:
-    with duckdb.connect(str(warehouse), read_only=True) as db:
-        return {
-            row[0]
-            for row in db.execute(
-                "select table_name from information_schema.tables where table_schema = 'marts'"
-            ).fetchall()
-        }
 
 
 # ---------------------------------------------------------------------- expected side
@@ -287,7 +271,7 @@ def test_a_load_stopped_part_way_holds_back_the_shipments_still_loading(
 
     result = build_models(warehouse)
     assert_built(result)
-    assert marts_present(warehouse) >= set(MARTS)
+    assert mart_tables(warehouse) >= set(MARTS)
     assert_marts_match(warehouse, running.store, complete, held)
     # A shipment counted as complete has its whole audit trail loaded.
     counted_lengths = marts(warehouse)["trail_lengths"]
@@ -319,7 +303,7 @@ def test_a_stop_after_changes_holds_back_shipments_with_older_children(
 
     result = build_models(warehouse)
     assert_built(result)
-    assert marts_present(warehouse) >= set(MARTS)
+    assert mart_tables(warehouse) >= set(MARTS)
     with duckdb.connect(str(warehouse), read_only=True) as db:
         in_marts = {
             row[0] for row in db.execute("select shipment_id from marts.fct_shipments").fetchall()

@@ -9,12 +9,12 @@ import subprocess
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from pipelines.signing_pipeline import status as pipeline_status
 from sandbox import RunningSandbox
 from tests.support import (
+    MARTS,
     SandboxFactory,
     admin,
     cli_env,
@@ -22,21 +22,13 @@ from tests.support import (
     differences,
     duplicate_keys,
     load_args,
+    mart_tables,
     message_lines,
     new_key,
     raw_row_counts,
     run_cli,
     served,
     start_cli,
-)
-
-MARTS = (
-    "fct_shipments",
-    "fct_recipients",
-    "fct_signing_funnel",
-    "fct_time_to_sign",
-    "dim_documents",
-    "dim_contacts",
 )
 
 
@@ -56,14 +48,6 @@ def finish(
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def marts_in(warehouse: Path) -> set[str]:
-    with duckdb.connect(str(warehouse), read_only=True) as connection:
-        rows = connection.execute(
-            "select table_name from information_schema.tables where table_schema = 'marts'"
-        ).fetchall()
-    return {row[0] for row in rows}
-
-
 def test_a_first_load_stopped_by_its_budget_exits_75_with_every_mart_built_and_tested(
     make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
@@ -81,7 +65,7 @@ def test_a_first_load_stopped_by_its_budget_exits_75_with_every_mart_built_and_t
 
     assert first.returncode == 75, describe(first)
     assert "request budget" in first.stderr, describe(first)
-    assert set(MARTS) <= marts_in(warehouse), describe(first)
+    assert set(MARTS) <= mart_tables(warehouse), describe(first)
     assert "tests:" in first.stderr, describe(first)
     assert " 0 errors" in first.stderr, describe(first)
 

@@ -23,10 +23,11 @@ from .sandboxes import (
     served,
 )
 from .truth import differences, duplicate_keys, earliest, ms_of, week_of
-from .warehouse import raw_row_counts, raw_tables
+from .warehouse import MARTS, mart_tables, raw_row_counts, raw_tables
 
 __all__ = [
     "FAST",
+    "MARTS",
     "PROGRESS_LINE",
     "START_MS",
     "SandboxFactory",
@@ -40,6 +41,7 @@ __all__ = [
     "earliest",
     "error_lines",
     "load_args",
+    "mart_tables",
     "message_lines",
     "ms_of",
     "new_key",

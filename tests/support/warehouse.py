@@ -1,4 +1,4 @@
-"""Reading a loaded DuckDB warehouse's `raw` schema."""
+"""Reading a loaded DuckDB warehouse: its `raw` schema, and which marts the models built."""
 
 from __future__ import annotations
 
@@ -8,15 +8,36 @@ import duckdb
 
 from pipelines.signing_pipeline import SOURCE_TABLES
 
+# The six marts the README promises, written out here rather than taken from the code.
+MARTS = (
+    "fct_shipments",
+    "fct_recipients",
+    "fct_signing_funnel",
+    "fct_time_to_sign",
+    "dim_documents",
+    "dim_contacts",
+)
 
-def raw_tables(connection: duckdb.DuckDBPyConnection) -> set[str]:
-    """The tables of `raw` that exist so far (a run may stop before creating some)."""
+
+def tables_in(connection: duckdb.DuckDBPyConnection, schema: str) -> set[str]:
+    """The tables of `schema` that exist so far."""
     return {
         row[0]
         for row in connection.execute(
-            "select table_name from information_schema.tables where table_schema = 'raw'"
+            "select table_name from information_schema.tables where table_schema = ?", [schema]
         ).fetchall()
     }
+
+
+def raw_tables(connection: duckdb.DuckDBPyConnection) -> set[str]:
+    """The tables of `raw` that exist so far (a run may stop before creating some)."""
+    return tables_in(connection, "raw")
+
+
+def mart_tables(warehouse: Path) -> set[str]:
+    """The tables the models built in `marts`."""
+    with duckdb.connect(str(warehouse), read_only=True) as connection:
+        return tables_in(connection, "marts")
 
 
 def raw_row_counts(warehouse: Path) -> dict[str, int]:
