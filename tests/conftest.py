@@ -1,4 +1,4 @@
-"""The suite's pytest fixtures: sandboxes served over real HTTP on loopback, and an API client."""
+"""The suite's fixtures: sandboxes served over loopback HTTP, an API client, a PostgreSQL server."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, SandboxFactory, client_for
+from tests.support.postgres import PostgresServer, in_ci, missing_server, running_postgres
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +44,29 @@ def api(shared_sandbox: RunningSandbox) -> Iterator[httpx.Client]:
     """A client of the shared sandbox with its main key."""
     with client_for(shared_sandbox) as client:
         yield client
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With no PostgreSQL server installed, the tests that use `postgres_server` are skipped
+    with one line (per file) saying how to install it; in CI they run and fail instead."""
+    needing = [item for item in items if "postgres_server" in getattr(item, "fixturenames", ())]
+    if not needing or in_ci():
+        return
+    reason = missing_server()
+    if reason is not None:
+        for item in needing:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL cluster of its own for the session, removed afterwards; each test makes its
+    database with `postgres_server.create_database()`. With no server installed the tests are
+    skipped (see above), or fail with one line in CI (CI always has one)."""
+    reason = missing_server()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    with running_postgres() as server:
+        yield server
