@@ -23,6 +23,14 @@ from rich.text import Text
 from pipelines import output
 from pipelines import signing_pipeline as pipeline
 from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
+from pipelines.workspace_state import LegacyStateError
+from pipelines.workspaces import (
+    WorkspaceConfigError,
+    WorkspaceEntry,
+    choose,
+    configured_workspaces,
+    worst_exit_code,
+)
 from sources.signing import RunControl, RunStats, RunStopped, SigningAPIError, parse_iso
 
 if TYPE_CHECKING:
@@ -69,70 +77,163 @@ def load(
     duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = (
         pipeline.DEFAULT_WAREHOUSE
     ),
+    workspace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workspace",
+            help="Load only this configured workspace ([sources.signing.workspaces.<name>]); "
+            "repeat for several. Default: all of them.",
+        ),
+    ] = None,
     since: Annotated[
         str | None, typer.Option(help="First run only: start at this ISO time, not the beginning.")
     ] = None,
     full_refresh: Annotated[
-        bool, typer.Option("--full-refresh", help="Drop the raw tables and state; reload all.")
+        bool,
+        typer.Option(
+            "--full-refresh",
+            help="Delete the chosen workspaces' rows and state and reload them; others stay.",
+        ),
     ] = False,
     resources: Annotated[
         str | None,
         typer.Option(help=f"Comma-separated subset of: {', '.join(pipeline.RESOURCES)}."),
     ] = None,
     max_requests: Annotated[
-        int | None, typer.Option(min=1, help="Stop cleanly after this many requests (exit 75).")
+        int | None,
+        typer.Option(min=1, help="Stop cleanly after this many requests per workspace (exit 75)."),
     ] = None,
     destination: Annotated[
         str, typer.Option(help="Any dlt destination; its credentials come from dlt config.")
     ] = "duckdb",
     no_models: Annotated[bool, typer.Option("--no-models", help="Skip the dbt models.")] = False,
 ) -> None:
-    """Run one incremental sync into the warehouse (then the models).
+    """Run one incremental sync of each configured workspace into the warehouse (then the
+    models). Workspaces load one after another, each paced by its own key.
 
     Exit 0: done. Exit 75: stopped early on purpose (daily limit or --max-requests); what was
     fetched is loaded and the next run continues. Other non-zero: failed (reason on stderr).
+    With several workspaces, the worst of them; one workspace's failure or stop does not keep
+    the others from loading.
     """
     if since is not None:
         try:
             parse_iso(since)
         except ValueError:
             raise fail(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)") from None
+    try:
+        entries = choose(configured_workspaces(), workspace or [])
+    except WorkspaceConfigError as error:
+        raise fail(str(error)) from None
     chosen = [r.strip() for r in resources.split(",") if r.strip()] if resources else None
-    control = RunControl()
-    output.set_run_id(control.run_id)
-    started = time.monotonic()
-    with Progress(control.stats):
+    several = len(entries) > 1
+    outcomes: list[tuple[WorkspaceEntry, int, str | None]] = []
+    loaded = False  # whether any workspace got as far as loading (then the models run)
+    for entry in entries:
+        if several:
+            output.info(f"Workspace {entry.name}: loading from {entry.base_url}")
         try:
-            result = pipeline.load_incremental(
+            result = _load_workspace(
+                entry,
                 duckdb,
                 since=since,
                 full_refresh=full_refresh,
                 resources=chosen,
                 max_requests=max_requests,
                 destination=destination,
-                control=control,
+                title=f"Load summary: {entry.name}" if several else "Load summary",
             )
-        except (pipeline.AlreadyRunning, pipeline.WarehouseError) as error:
-            raise fail(str(error)) from None
-        except ConfigFieldMissingException as error:
-            raise fail(_missing_config(error)) from None
-        except PipelineStepFailed as error:
-            raise fail(_reason(error)) from None
-        except RunStopped as error:  # at the first request: nothing fetched, nothing written
-            if error.exit_code == 1:
-                raise fail(str(error)) from None
-            output.warning(f"stopped early: {error}", exit_code=error.exit_code)
-            raise typer.Exit(error.exit_code) from None
-        except (SigningAPIError, ValueError) as error:
-            raise fail(str(error)) from None
-    _summary(result, time.monotonic() - started)
-    if not no_models and destination == "duckdb":
+        except _WorkspaceFailed as failed:
+            if not several:
+                if failed.code == 1:
+                    raise fail(failed.reason) from None
+                output.warning(f"stopped early: {failed.reason}", exit_code=failed.code)
+                raise typer.Exit(failed.code) from None
+            _say_outcome(entry, failed.code, failed.reason, several)
+            outcomes.append((entry, failed.code, failed.reason))
+            if failed.fatal:
+                break
+            continue
+        loaded = True
+        outcomes.append((entry, result.exit_code, result.stopped))
+        if several:
+            _say_outcome(entry, result.exit_code, result.stopped, several)
+        if result.exit_code > 128:  # interrupted: the other workspaces wait for the next run
+            break
+    if not no_models and destination == "duckdb" and loaded:
         _build_models(duckdb)  # also after a stop: the marts show what is complete
-    if result.exit_code == 1:
-        raise fail(f"{result.stopped}; what was fetched is loaded, the next run continues")
-    if result.exit_code:
-        output.warning(f"stopped early: {result.stopped}", exit_code=result.exit_code)
-        raise typer.Exit(result.exit_code)
+    if several:
+        _say_workspaces(outcomes, len(entries))
+        code = worst_exit_code(code for _, code, _ in outcomes)
+        if code:
+            raise typer.Exit(code)
+        return
+    _, code, reason = outcomes[0]
+    if code == 1:
+        raise fail(f"{reason}; what was fetched is loaded, the next run continues")
+    if code:
+        output.warning(f"stopped early: {reason}", exit_code=code)
+        raise typer.Exit(code)
+
+
+class _WorkspaceFailed(Exception):
+    """A workspace's load ended before it loaded anything: a refused key, a wrong URL, a
+    locked warehouse (`fatal`: no other workspace can load either)."""
+
+    def __init__(self, reason: str, code: int = 1, fatal: bool = False) -> None:
+        super().__init__(reason)
+        self.reason, self.code, self.fatal = reason, code, fatal
+
+
+def _load_workspace(
+    entry: WorkspaceEntry, warehouse: Path, title: str, **options: Any
+) -> pipeline.LoadResult:
+    """One workspace's load with its progress line and summary; failures before anything was
+    loaded become `_WorkspaceFailed` with their one-line reason."""
+    control = RunControl()
+    output.set_run_id(control.run_id)
+    started = time.monotonic()
+    with Progress(control.stats):
+        try:
+            result = pipeline.load_incremental(
+                warehouse,
+                control=control,
+                workspace_name=entry.name,
+                **options,
+                **entry.source_options(),
+            )
+        except (pipeline.AlreadyRunning, pipeline.WarehouseError, LegacyStateError) as error:
+            raise _WorkspaceFailed(str(error), fatal=True) from None
+        except ConfigFieldMissingException as error:
+            raise _WorkspaceFailed(_missing_config(error), fatal=True) from None
+        except PipelineStepFailed as error:
+            raise _WorkspaceFailed(_reason(error)) from None
+        except RunStopped as error:  # at the first request: nothing fetched, nothing written
+            raise _WorkspaceFailed(str(error), error.exit_code, error.exit_code > 128) from None
+        except (SigningAPIError, ValueError) as error:
+            raise _WorkspaceFailed(str(error)) from None
+    _summary(result, time.monotonic() - started, title)
+    return result
+
+
+def _say_outcome(entry: WorkspaceEntry, code: int, reason: str | None, several: bool) -> None:
+    """One line per workspace as it ends, at the level its outcome deserves."""
+    prefix = f"workspace {entry.name}: " if several else ""
+    if code == 0:
+        output.info(f"{prefix}completed")
+    elif code == 1:
+        output.error(f"{prefix}failed: {reason}")
+    else:
+        output.warning(f"{prefix}stopped early: {reason}", exit_code=code)
+
+
+def _say_workspaces(outcomes: list[tuple[WorkspaceEntry, int, str | None]], total: int) -> None:
+    """The run's last line: each workspace's outcome, and those not started after a signal."""
+    words = {0: "completed", 1: "failed"}
+    parts = [f"{entry.name} {words.get(code, 'stopped')}" for entry, code, _ in outcomes]
+    if len(outcomes) < total:
+        parts.append(f"{total - len(outcomes)} not started")
+    output.info(f"Workspaces: {', '.join(parts)}")
 
 
 @app.command()
@@ -241,27 +342,54 @@ def status(
         out.print(f"Last run: {_run_line(run)}", highlight=False)
     else:
         out.print("Last run: none recorded")
+    several = len(found.workspaces) > 1
     if len(found.runs) > 1:
-        runs = Table("started", "outcome", "requests", "429s", title="Recent runs")
+        columns = ["started", *(["workspace"] if several else []), "outcome", "requests", "429s"]
+        runs = Table(*columns, title="Recent runs")
         for earlier in found.runs:
             runs.add_row(
                 f"{earlier['started_at']:%Y-%m-%d %H:%M:%S}",
+                *([_run_workspace(earlier)] if several else []),
                 _outcome(earlier),
                 f"{earlier['requests']:,}",
                 str(earlier["throttled"]),
             )
         out.print(runs)
+    for workspace in found.workspaces:
+        _print_workspace(workspace, duckdb, several)
+
+
+def _workspace_label(workspace: pipeline.WorkspaceStatus) -> str:
+    """`acme (ws_123, "Acme Ltd")`: the configured name, the id, the service's name."""
+    named = f', "{workspace.name}"' if workspace.name else ""
+    if workspace.configured_as:
+        return f"{workspace.configured_as} ({workspace.workspace_id}{named})"
+    return f"{workspace.workspace_id}{named}"
+
+
+def _run_workspace(run: dict[str, Any]) -> str:
+    return str(run.get("workspace_name") or run.get("workspace_id") or "?")
+
+
+def _print_workspace(workspace: pipeline.WorkspaceStatus, warehouse: Path, several: bool) -> None:
+    """A workspace's cursors and rows; under a heading of its own when there are several."""
+    if several:
+        out.print(f"\n[bold]Workspace {_workspace_label(workspace)}[/]", highlight=False)
+        if workspace.last_run:
+            out.print(f"Last run: {_run_line(workspace.last_run)}", highlight=False)
     cursors = Table("list", "next run reads changes since", title="Cursors")
-    for name, since in found.cursors.items():
-        cursors.add_row(name, since + ("  (pass interrupted)" if name in found.interrupted else ""))
+    for name, since in workspace.cursors.items():
+        interrupted = "  (pass interrupted)" if name in workspace.interrupted else ""
+        cursors.add_row(name, since + interrupted)
     out.print(cursors)
-    if found.truncated_trails:
+    if workspace.truncated_trails:
         out.print(
-            f"Audit trails cut at the API's 500 events: {found.truncated_trails:,} shipments "
+            f"Audit trails cut at the API's 500 events: {workspace.truncated_trails:,} shipments "
             "(flagged in marts.fct_shipments)"
         )
-    counts = Table("table", "rows", title=f"raw.* in {duckdb}")
-    for table, count in found.row_counts.items():
+    title = f"raw.* of {workspace.workspace_id}" if several else f"raw.* in {warehouse}"
+    counts = Table("table", "rows", title=title)
+    for table, count in workspace.row_counts.items():
         counts.add_row(table, f"{count:,}")
     out.print(counts)
 
@@ -327,7 +455,7 @@ def _run_line(run: dict[str, Any]) -> str:
     )
 
 
-def _summary(result: pipeline.LoadResult, seconds: float) -> None:
+def _summary(result: pipeline.LoadResult, seconds: float, title: str = "Load summary") -> None:
     """Rows per table and what the run cost: a table on stdout, or one JSON record."""
     stats = result.stats
     costs = (
@@ -347,9 +475,10 @@ def _summary(result: pipeline.LoadResult, seconds: float) -> None:
             seconds=round(seconds, 3),
             truncated_trails=stats.truncated_trails,
             workspace_id=result.workspace_id,
+            workspace=result.workspace_name,
         )
     else:
-        table = Table("table", "rows loaded", title="Load summary")
+        table = Table("table", "rows loaded", title=title)
         for name, count in sorted(result.rows.items()):
             table.add_row(name, f"{count:,}")
         if not result.rows:

@@ -21,6 +21,7 @@ INCOMPLETE_SHIPMENTS_TABLE = "_signing_incomplete_shipments"
 RUN_COLUMNS: dict[str, str] = {
     "run_id": "varchar",
     "workspace_id": "varchar",
+    "workspace_name": "varchar",
     "started_at": "timestamp with time zone",
     "finished_at": "timestamp with time zone",
     "outcome": "varchar",

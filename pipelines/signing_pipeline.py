@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -25,6 +26,15 @@ from dlt.common.pipeline import LoadInfo
 from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
 
 from pipelines.run_records import RUNS_TABLE, record_incomplete_shipments, record_run
+from pipelines.workspace_state import (
+    LEGACY_PIPELINE_NAME,
+    StoredState,
+    adopt_legacy_state,
+    columns_by_table,
+    forget_workspace,
+    pipeline_name_for,
+    stored_states,
+)
 from sources.signing import (
     EVENTS_LIMIT,
     Interrupted,
@@ -36,7 +46,6 @@ from sources.signing import (
     signing_source,
 )
 
-PIPELINE_NAME = "signing"
 DATASET = "raw"
 DEFAULT_WAREHOUSE = Path("warehouse/signing.duckdb")
 RECENT_RUNS = 5  # runs `signing-etl status` lists
@@ -82,6 +91,7 @@ class LoadResult:
     step_seconds: dict[str, float] = field(default_factory=dict)
     exit_code: int = 0
     workspace_id: str | None = None
+    workspace_name: str | None = None  # the configured entry (`--workspace`)
     load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
 
     @property
@@ -94,12 +104,13 @@ def pipelines_dir_for(warehouse: Path) -> Path:
     return warehouse.parent / f".{warehouse.stem}.dlt"
 
 
-def make_pipeline(warehouse: Path, destination: str = "duckdb") -> dlt.Pipeline:
-    """The pipeline: DuckDB at `warehouse` by default, any dlt destination by name."""
+def make_pipeline(warehouse: Path, workspace_id: str, destination: str = "duckdb") -> dlt.Pipeline:
+    """The pipeline of one workspace (`pipeline_name_for`): DuckDB at `warehouse` by default,
+    any dlt destination by name; every workspace's pipeline writes the one dataset `raw`."""
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     target: Any = duckdb_destination(warehouse) if destination == "duckdb" else destination
     pipeline = dlt.pipeline(
-        pipeline_name=PIPELINE_NAME,
+        pipeline_name=pipeline_name_for(workspace_id),
         pipelines_dir=str(pipelines_dir_for(warehouse)),
         destination=target,
         dataset_name=DATASET,
@@ -169,6 +180,7 @@ def load_incremental(
     max_requests: int | None = None,
     destination: str = "duckdb",
     control: RunControl | None = None,
+    workspace_name: str | None = None,
     **source_options: Any,
 ) -> LoadResult:
     """One incremental sync: fetch what changed since the last run, merge it into `raw`.
@@ -178,6 +190,10 @@ def load_incremental(
     mid-run. What was fetched is loaded, the state is saved, the next run continues, and
     `LoadResult.stopped` and `exit_code` say why. A wrong key or URL fails before anything is
     written.
+
+    The state belongs to the workspace the key's `/me` names, so the source is asked first and
+    the workspace's own pipeline is used (`workspace_state`). `full_refresh` deletes only this
+    workspace's rows and state. `workspace_name` is the configured entry, kept in the run record.
     """
     control = control or RunControl()
     started = datetime.now(UTC)
@@ -190,15 +206,22 @@ def load_incremental(
             source = signing_source(
                 since=since, max_requests=max_requests, control=control, **source_options
             )
-            pipeline = make_pipeline(warehouse, destination)
+            workspace_id = str(control.workspace_id)
+            pipeline = make_pipeline(warehouse, workspace_id, destination)
+            if adopt_legacy_state(pipeline):
+                shutil.rmtree(pipelines_dir_for(warehouse) / LEGACY_PIPELINE_NAME, True)
+            if full_refresh:
+                forget_workspace(pipeline, workspace_id)
+                pipeline.drop()  # the local copy of its state goes too
+                pipeline = make_pipeline(warehouse, workspace_id, destination)
             if resources:
                 source = source.with_resources(*_checked_resources(resources))
             if since and not full_refresh and describe_sync(pipeline.state):
                 control.stats.warn(
-                    "--since is ignored: this warehouse already has cursors "
+                    "--since is ignored: this workspace already has cursors "
                     "(--full-refresh starts again from --since)"
                 )
-            return _run(pipeline, source, control, started, full_refresh)
+            return _run(pipeline, source, control, started, workspace_name)
     finally:
         control.finish()
 
@@ -208,19 +231,24 @@ def _run(
     source: Any,
     control: RunControl,
     started: datetime,
-    full_refresh: bool,
+    workspace_name: str | None,
 ) -> LoadResult:
     """Run the pipeline with signals turned into a clean stop, then record the run."""
     stats = control.stats
     try:
         with stop_on_signals(control):
-            if full_refresh:
-                info = pipeline.run(source, refresh="drop_sources")
-            else:
-                info = pipeline.run(source)
+            info = pipeline.run(source)
     except Exception as error:
         why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        failed = LoadResult(started, datetime.now(UTC), stats, stopped=why, exit_code=1)
+        failed = LoadResult(
+            started,
+            datetime.now(UTC),
+            stats,
+            stopped=why,
+            exit_code=1,
+            workspace_id=control.workspace_id,
+            workspace_name=workspace_name,
+        )
         with contextlib.suppress(Exception):  # the warehouse itself may be what failed
             record_run(pipeline, _run_record(failed, "failed", control))
         raise
@@ -234,6 +262,7 @@ def _run(
         _step_seconds(pipeline),
         reason.exit_code if reason else 0,
         control.workspace_id,
+        workspace_name,
         info,
     )
     if control.workspace_id:
@@ -250,6 +279,7 @@ def _run_record(result: LoadResult, outcome: str, control: RunControl) -> dict[s
     return {
         "run_id": control.run_id,
         "workspace_id": control.workspace_id,
+        "workspace_name": result.workspace_name,
         "started_at": result.started_at,
         "finished_at": result.finished_at,
         "outcome": outcome,
@@ -362,14 +392,20 @@ def _step_seconds(pipeline: dlt.Pipeline) -> dict[str, float]:
 
 
 @dataclass
-class Status:
-    """What `signing-etl status` shows."""
+class WorkspaceStatus:
+    """One workspace of a warehouse: its runs, the cursors of its state and its rows."""
 
-    warehouse: Path
+    workspace_id: str
+    name: str | None  # as the service names it (raw.workspaces)
     runs: list[dict[str, Any]]  # newest first, failed and stopped ones too
     resources: list[ResourceSyncStatus]
     row_counts: dict[str, int]
     truncated_trails: int = 0  # shipments whose loaded audit trail is the API's cap (500)
+
+    @property
+    def configured_as(self) -> str | None:
+        """The configuration entry (`--workspace` name) its last run used."""
+        return next((r.get("workspace_name") for r in self.runs if r.get("workspace_name")), None)
 
     @property
     def last_run(self) -> dict[str, Any] | None:
@@ -390,44 +426,144 @@ class Status:
         return [r.name for r in self.resources if r.interrupted]
 
 
+@dataclass
+class Status:
+    """What `signing-etl status` shows: the warehouse's recent runs and each workspace."""
+
+    warehouse: Path
+    runs: list[dict[str, Any]]  # newest first, of every workspace
+    workspaces: list[WorkspaceStatus]
+
+    @property
+    def last_run(self) -> dict[str, Any] | None:
+        return self.runs[0] if self.runs else None
+
+    @property
+    def row_counts(self) -> dict[str, int]:
+        """Rows per raw table, all workspaces together."""
+        total: dict[str, int] = {}
+        for workspace in self.workspaces:
+            for table, count in workspace.row_counts.items():
+                total[table] = total.get(table, 0) + count
+        return total
+
+    @property
+    def truncated_trails(self) -> int:
+        return sum(w.truncated_trails for w in self.workspaces)
+
+    @property
+    def only(self) -> WorkspaceStatus:
+        """The one workspace of a single-workspace warehouse."""
+        if len(self.workspaces) != 1:
+            raise ValueError(f"{len(self.workspaces)} workspaces: choose one of .workspaces")
+        return self.workspaces[0]
+
+    @property
+    def cursors(self) -> dict[str, str]:
+        """The cursors of the only workspace (see `only`)."""
+        return self.only.cursors
+
+    @property
+    def interrupted(self) -> list[str]:
+        """The interrupted lists of the only workspace (see `only`)."""
+        return self.only.interrupted
+
+
 def status(warehouse: Path = DEFAULT_WAREHOUSE) -> Status:
-    """The last run, the cursors and the row counts of a warehouse, read without writing."""
+    """The recent runs, and per workspace its cursors and row counts, read without writing."""
     if not warehouse.exists():
         raise FileNotFoundError(f"no warehouse at {warehouse}; run `signing-etl load` first")
     with duckdb.connect(str(warehouse), read_only=True) as connection:
-        tables = {
-            r[0]
-            for r in connection.execute(
-                "select table_name from information_schema.tables where table_schema = ?", [DATASET]
-            ).fetchall()
-        }
-        counts = {
-            t: connection.execute(f'select count(*) from {DATASET}."{t}"').fetchone()[0]  # type: ignore[index]
-            for t in SOURCE_TABLES
-            if t in tables
-        }
-        runs: list[dict[str, Any]] = []
-        if RUNS_TABLE in tables:
-            cursor = connection.execute(
-                f"select * from {DATASET}.{RUNS_TABLE} order by started_at desc limit {RECENT_RUNS}"
+        client = ReadOnlyDuckDB(connection, DATASET)
+        return read_status(client, warehouse)
+
+
+def read_status(client: Any, warehouse: Path) -> Status:
+    """`status` through a dlt-style SQL client (`execute_sql` with `%s` parameters,
+    `make_qualified_table_name`, `dataset_name`), so any destination can be read."""
+    columns = columns_by_table(client)
+    runs: list[dict[str, Any]] = []
+    if RUNS_TABLE in columns:
+        runs_table = client.make_qualified_table_name(RUNS_TABLE)
+        names = sorted(columns[RUNS_TABLE])
+        rows = client.execute_sql(
+            f"select {', '.join(names)} from {runs_table} order by started_at desc"
+        )
+        runs = [dict(zip(names, row, strict=True)) for row in rows or []]
+    counts = _counts_by_workspace(client, columns)
+    names_by_id: dict[str, str | None] = {}
+    if "workspaces" in columns:
+        table = client.make_qualified_table_name("workspaces")
+        for workspace_id, name in client.execute_sql(f"select id, name from {table}") or []:
+            names_by_id[str(workspace_id)] = name
+    for run in runs:
+        if run.get("workspace_id"):
+            names_by_id.setdefault(str(run["workspace_id"]), None)
+    states = stored_states(client)
+    truncated = _truncated_trails(client, columns)
+    workspaces = [
+        WorkspaceStatus(
+            workspace_id,
+            name,
+            [r for r in runs if r.get("workspace_id") == workspace_id][:RECENT_RUNS],
+            describe_sync(_state_of(states, workspace_id)),
+            counts.get(workspace_id, {}),
+            truncated.get(workspace_id, 0),
+        )
+        for workspace_id, name in sorted(names_by_id.items(), key=lambda i: (i[1] or "", i[0]))
+    ]
+    return Status(warehouse, runs[:RECENT_RUNS], workspaces)
+
+
+class ReadOnlyDuckDB:
+    """The few calls of dlt's SQL client that `read_status` uses, on a read-only DuckDB
+    connection (dlt's own client opens the file for writing)."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, dataset_name: str) -> None:
+        self._connection = connection
+        self.dataset_name = dataset_name
+
+    def make_qualified_table_name(self, table: str) -> str:
+        return f'"{self.dataset_name}"."{table}"'
+
+    def execute_sql(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        return self._connection.execute(sql.replace("%s", "?"), list(args)).fetchall()
+
+
+def _state_of(states: dict[str, StoredState], workspace_id: str) -> dict[str, Any]:
+    stored = states.get(pipeline_name_for(workspace_id))
+    return stored.state if stored else {}
+
+
+def _counts_by_workspace(client: Any, columns: dict[str, set[str]]) -> dict[str, dict[str, int]]:
+    """Rows per workspace and raw table; nested tables without `workspace_id` are counted
+    through their root row."""
+    counts: dict[str, dict[str, int]] = {}
+    for table in SOURCE_TABLES:
+        if table not in columns:
+            continue
+        qualified = client.make_qualified_table_name(table)
+        if "workspace_id" in columns[table]:
+            query = f"select workspace_id, count(*) from {qualified} group by workspace_id"
+        else:
+            root = client.make_qualified_table_name(table.split("__")[0])
+            query = (
+                f"select r.workspace_id, count(*) from {qualified} n join {root} r "
+                "on n._dlt_root_id = r._dlt_id group by r.workspace_id"
             )
-            names = [d[0] for d in cursor.description or []]
-            runs = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-        truncated = 0
-        if "audit_events" in tables:
-            found = connection.execute(
-                f"""select count(*) from (
-                        select 1 from {DATASET}.audit_events group by workspace_id, shipment_id
-                        having count(*) >= ?)""",
-                [EVENTS_LIMIT],
-            ).fetchone()
-            truncated = int(found[0]) if found else 0
-    return Status(warehouse, runs, describe_sync(_pipeline_state(warehouse)), counts, truncated)
+        for workspace_id, count in client.execute_sql(query) or []:
+            counts.setdefault(str(workspace_id), {})[table] = int(count)
+    return counts
 
 
-def _pipeline_state(warehouse: Path) -> dict[str, Any]:
-    try:
-        pipeline = dlt.attach(PIPELINE_NAME, pipelines_dir=str(pipelines_dir_for(warehouse)))
-    except Exception:  # no local working folder: nothing known beyond the warehouse
+def _truncated_trails(client: Any, columns: dict[str, set[str]]) -> dict[str, int]:
+    """Per workspace: shipments whose loaded audit trail is as long as the API's cap."""
+    if "audit_events" not in columns:
         return {}
-    return dict(pipeline.state)
+    table = client.make_qualified_table_name("audit_events")
+    rows = client.execute_sql(
+        f"select workspace_id, count(*) from (select workspace_id from {table} "
+        "group by workspace_id, shipment_id having count(*) >= %s) cut group by workspace_id",
+        EVENTS_LIMIT,
+    )
+    return {str(workspace_id): int(count) for workspace_id, count in rows or []}

@@ -54,6 +54,10 @@ from .stats import RunStats
 from .times import parse_iso, to_iso
 
 EVENTS_LIMIT = settings.EVENTS_LIMIT  # the API's cap on one audit trail
+# Ids are unique only within a workspace: every merge key starts with the workspace, so equal
+# ids of two workspaces sharing a warehouse never meet (and a deleted webhook of one workspace
+# never deletes another's).
+WORKSPACE_AND_ID = ("workspace_id", "id")
 
 __all__ = [
     "EVENTS_LIMIT",
@@ -161,7 +165,9 @@ def _counted(
         yield context.counted(table, rows)
 
 
-@dlt.resource(write_disposition="merge", primary_key="id", columns=_columns("workspaces"))
+@dlt.resource(
+    write_disposition="merge", primary_key=WORKSPACE_AND_ID, columns=_columns("workspaces")
+)
 def workspaces(context: SyncContext) -> Iterator[list[Record]]:
     """The workspace the key belongs to (GET /me), one row, loaded when it changed."""
     state = dlt.current.resource_state()
@@ -179,7 +185,7 @@ def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
 
 @dlt.resource(
     write_disposition="merge",
-    primary_key="id",
+    primary_key=WORKSPACE_AND_ID,
     columns=_columns("documents"),
     nested_hints={
         "fields": _nested("documents__fields"),
@@ -222,7 +228,7 @@ def shipment_changes(context: SyncContext) -> Iterator[dict[str, Any]]:
 
 @dlt.transformer(
     write_disposition="merge",
-    primary_key="id",
+    primary_key=WORKSPACE_AND_ID,
     columns=_columns("shipments"),
     nested_hints={"recipients": _nested("shipments__recipients")},
 )
@@ -264,7 +270,9 @@ def _fields_of(context: SyncContext, shipment_id: str) -> list[Record]:
     return context.stamp(field_rows(body, context.workspace_id))
 
 
-@dlt.transformer(write_disposition="merge", primary_key="id", columns=_columns("audit_events"))
+@dlt.transformer(
+    write_disposition="merge", primary_key=WORKSPACE_AND_ID, columns=_columns("audit_events")
+)
 def audit_events(item: dict[str, Any], context: SyncContext) -> Iterator[list[Record]]:
     """The audit trail of each changed shipment, one row per event."""
     yield from _children_of(context, "audit_events", item, partial(_events_of, context))
@@ -272,7 +280,7 @@ def audit_events(item: dict[str, Any], context: SyncContext) -> Iterator[list[Re
 
 @dlt.transformer(
     write_disposition="merge",
-    primary_key=("shipment_id", "recipient_id", "field_id"),
+    primary_key=("workspace_id", "shipment_id", "recipient_id", "field_id"),
     columns=_columns(
         "shipment_fields", value={"data_type": "text"}, placeholders={"data_type": "json"}
     ),
@@ -284,7 +292,7 @@ def shipment_fields(item: dict[str, Any], context: SyncContext) -> Iterator[list
 
 @dlt.resource(
     write_disposition="merge",
-    primary_key="id",
+    primary_key=WORKSPACE_AND_ID,
     columns=_columns("contacts"),
     nested_hints={
         "custom": _nested("contacts__custom"),
@@ -304,7 +312,7 @@ def contacts(context: SyncContext) -> Iterator[list[Record]]:
 
 @dlt.resource(
     write_disposition="merge",
-    primary_key="id",
+    primary_key=WORKSPACE_AND_ID,
     columns=_columns(
         "webhooks",
         deleted={"data_type": "bool", "hard_delete": True},

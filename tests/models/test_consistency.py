@@ -67,14 +67,16 @@ def incomplete_shipments(warehouse: Path) -> set[str]:
             listed = db.execute(f"select shipment_id from raw.{INCOMPLETE_TABLE}").fetchall()
             return {row[0] for row in listed}
     _LISTED_HERE.add(warehouse)
-    resources = make_pipeline(warehouse).state.get("sources", {}).get("signing", {})
+    with duckdb.connect(str(warehouse)) as db:
+        (workspace,) = db.execute("select id from raw.workspaces").fetchone() or ("",)
+    state = make_pipeline(warehouse, workspace).state
+    resources = state.get("sources", {}).get("signing", {})
     pending = {
         shipment_id
         for name in ("audit_events", "shipment_fields")
         for shipment_id in resources.get("resources", {}).get(name, {}).get("pending", {})
     }
     with duckdb.connect(str(warehouse)) as db:
-        (workspace,) = db.execute("select id from raw.workspaces").fetchone() or ("",)
         db.execute(
             f"create or replace table raw.{INCOMPLETE_TABLE} "
             "(workspace_id varchar, shipment_id varchar)"

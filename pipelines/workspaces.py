@@ -1,0 +1,126 @@
+"""Which workspaces a run loads: named entries of dlt's configuration, or the single key.
+
+Each entry names one key of one workspace:
+
+    [sources.signing.workspaces.acme]        # .dlt/secrets.toml
+    api_key = "sk_live_..."
+    base_url = "https://host/api/v1"         # optional: `sources.signing.base_url` otherwise
+
+or `SOURCES__SIGNING__WORKSPACES__ACME__API_KEY` in the environment. Without named entries, the
+single `sources.signing.api_key` (`SOURCES__SIGNING__API_KEY`) is the one workspace, named
+`default`. The name is only a handle for `--workspace`: a workspace's state belongs to the id
+its key's `/me` answers with, so renaming an entry or rotating its key continues where it was.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dlt
+
+SECTION = ("sources", "signing", "workspaces")
+DEFAULT_NAME = "default"
+_ENV_KEY = re.compile(r"^SOURCES__SIGNING__WORKSPACES__(?P<name>[A-Za-z0-9_-]+?)__API_KEY$")
+
+
+class WorkspaceConfigError(ValueError):
+    """The workspaces' configuration is incomplete or names an unknown entry (one line)."""
+
+
+@dataclass(frozen=True)
+class WorkspaceEntry:
+    """One configured workspace: its name, its key and the API root to ask."""
+
+    name: str
+    base_url: str
+    api_key: str = field(repr=False)  # never printed
+
+    def source_options(self) -> dict[str, Any]:
+        return {"api_key": self.api_key, "base_url": self.base_url}
+
+
+def configured_names() -> list[str]:
+    """Names of the `[sources.signing.workspaces.<name>]` entries in every config provider
+    (the toml files, and the environment's `SOURCES__SIGNING__WORKSPACES__<NAME>__API_KEY`)."""
+    names: dict[str, None] = {}
+    for provider in dlt.config.config_providers:
+        value, _ = provider.get_value(SECTION[-1], dict, None, *SECTION[:-1])
+        if isinstance(value, dict):
+            names.update(dict.fromkeys(str(name) for name in value))
+    for variable in sorted(os.environ):
+        found = _ENV_KEY.match(variable)
+        if found:
+            names[found["name"].lower()] = None
+    return list(names)
+
+
+def configured_workspaces() -> list[WorkspaceEntry]:
+    """Every configured workspace, in configuration order; the single key when none is named.
+
+    Raises:
+        WorkspaceConfigError: an entry lacks its key or base URL, or nothing is configured.
+    """
+    default_url = _setting("sources.signing.base_url")
+    names = configured_names()
+    if not names:
+        key = _setting("sources.signing.api_key")
+        if not key or not default_url:
+            missing = [n for n, v in (("api_key", key), ("base_url", default_url)) if not v]
+            raise WorkspaceConfigError(
+                f"missing configuration: {', '.join(missing)}; set SOURCES__SIGNING__API_KEY "
+                "and SOURCES__SIGNING__BASE_URL, or name workspaces in .dlt/secrets.toml "
+                "([sources.signing.workspaces.<name>] api_key, base_url)"
+            )
+        return [WorkspaceEntry(DEFAULT_NAME, default_url, key)]
+    entries = []
+    for name in names:
+        prefix = ".".join((*SECTION, name))
+        key = _setting(f"{prefix}.api_key")
+        url = _setting(f"{prefix}.base_url") or default_url
+        if not key or not url:
+            what = "api_key" if not key else "base_url"
+            variable = f"{'__'.join((*SECTION, name, what))}".upper()
+            raise WorkspaceConfigError(
+                f"workspace {name!r} has no {what}; set it in .dlt/secrets.toml "
+                f"([{prefix}] {what} = ...) or as {variable}"
+            )
+        entries.append(WorkspaceEntry(name, url, key))
+    return entries
+
+
+def choose(entries: Sequence[WorkspaceEntry], names: Iterable[str]) -> list[WorkspaceEntry]:
+    """The entries named (all when no name is given), or one line naming the known ones."""
+    wanted = list(dict.fromkeys(n.strip() for n in names if n.strip()))
+    if not wanted:
+        return list(entries)
+    by_name = {entry.name: entry for entry in entries}
+    unknown = [name for name in wanted if name not in by_name]
+    if unknown:
+        raise WorkspaceConfigError(
+            f"unknown workspace {', '.join(unknown)}; configured: {', '.join(by_name) or '(none)'}"
+        )
+    return [by_name[name] for name in wanted]
+
+
+def _setting(key: str) -> str | None:
+    """A configured value from secrets or config (secrets first), or None."""
+    for accessor in (dlt.secrets, dlt.config):
+        value: Any = accessor.get(key)
+        if value not in (None, ""):
+            return str(value)
+    return None
+
+
+def worst_exit_code(codes: Iterable[int]) -> int:
+    """The exit code of a run over several workspaces: an interruption (128 + signal) first,
+    then a failure (any other non-zero but 75), then a stop on purpose (75), else 0."""
+    seen = list(codes)
+
+    def severity(code: int) -> int:
+        return 3 if code > 128 else 0 if code == 0 else 1 if code == 75 else 2
+
+    return max(seen, key=severity, default=0)
