@@ -1,4 +1,5 @@
--- The audit trail's milestones of each recipient: one row per recipient with events.
+-- The audit trail's milestones of each recipient: one row per workspace and recipient with
+-- events (ids are unique only within a workspace).
 -- Only recipient-level event types count here; shipment-level ones (completed, expired,
 -- revoked) name the first recipient but belong to the shipment.
 -- `is_audit_trail_truncated`: the shipment's loaded trail reached the API's cap
@@ -11,7 +12,7 @@ audit_events as (
 
     select
         *,
-        count(*) over (partition by shipment_id) as count_shipment_events
+        count(*) over (partition by workspace_id, shipment_id) as count_shipment_events
 
     from {{ ref('stg_signing__audit_events') }}
 
@@ -20,6 +21,7 @@ audit_events as (
 pivoted as (
 
     select
+        workspace_id,
         recipient_id,
         shipment_id,
         min(case when event_type = 'sent' then occurred_at end) as sent_at,
@@ -35,7 +37,7 @@ pivoted as (
     from audit_events
     where event_type in ('sent', 'delivered', 'delivery_failed', 'opened', 'signed')
         and recipient_id is not null
-    group by 1, 2
+    group by 1, 2, 3
 
 )
 

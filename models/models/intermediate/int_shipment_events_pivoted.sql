@@ -1,4 +1,5 @@
--- The audit trail's shipment-level milestones: one row per shipment with any audit event.
+-- The audit trail's shipment-level milestones: one row per workspace and shipment with any
+-- audit event.
 -- GET /shipments/{id}/events returns at most `audit_trail_cap` events (500), newest first, with
 -- no paging: a trail that long may have lost its oldest events.
 
@@ -13,6 +14,7 @@ audit_events as (
 pivoted as (
 
     select
+        workspace_id,
         shipment_id,
         count(*) as count_events,
         min(case when event_type = 'completed' then occurred_at end) as completed_at,
@@ -21,7 +23,7 @@ pivoted as (
         count(*) >= {{ var('audit_trail_cap') }} as is_audit_trail_truncated
 
     from audit_events
-    group by 1
+    group by 1, 2
 
 )
 

@@ -1,5 +1,6 @@
--- One row per contact, with engagement: the shipments they received (a recipient with their
--- e-mail address was sent the document), opened and signed.
+-- One row per workspace and contact, with engagement: the shipments they received (a recipient
+-- with their e-mail address was sent the document), opened and signed. Ids are unique only
+-- within a workspace: every join carries `workspace_id`.
 
 with
 
@@ -24,11 +25,12 @@ recipients as (
 properties_rolled_up as (
 
     select
+        workspace_id,
         contact_id,
         count(*) as count_custom_properties
 
     from custom_properties
-    group by 1
+    group by 1, 2
 
 ),
 
@@ -43,6 +45,7 @@ received as (
 engagement as (
 
     select
+        workspace_id,
         contact_id,
         count(distinct shipment_id) as count_shipments_received,
         count(distinct case when is_opened then shipment_id end) as count_shipments_opened,
@@ -52,7 +55,7 @@ engagement as (
         max(signed_at) as last_signed_at
 
     from received
-    group by 1
+    group by 1, 2
 
 ),
 
@@ -87,9 +90,11 @@ final as (
 
     from contacts
     left join properties_rolled_up
-        on contacts.contact_id = properties_rolled_up.contact_id
+        on contacts.workspace_id = properties_rolled_up.workspace_id
+        and contacts.contact_id = properties_rolled_up.contact_id
     left join engagement
-        on contacts.contact_id = engagement.contact_id
+        on contacts.workspace_id = engagement.workspace_id
+        and contacts.contact_id = engagement.contact_id
 
 )
 

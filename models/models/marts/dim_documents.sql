@@ -1,4 +1,5 @@
--- One row per document (template): its properties, its fields, and how its shipments did.
+-- One row per workspace and document (template): its properties, its fields, and how its
+-- shipments did. Ids are unique only within a workspace: every join carries `workspace_id`.
 
 with
 
@@ -23,19 +24,21 @@ shipments as (
 fields_rolled_up as (
 
     select
+        workspace_id,
         document_id,
         count(*) as count_fields,
         sum(case when is_required then 1 else 0 end) as count_required_fields,
         sum(case when field_type = 'payment' then 1 else 0 end) as count_payment_fields
 
     from document_fields
-    group by 1
+    group by 1, 2
 
 ),
 
 shipments_rolled_up as (
 
     select
+        workspace_id,
         document_id,
         count(*) as count_shipments,
         sum(case when is_sent then 1 else 0 end) as count_shipments_sent,
@@ -49,7 +52,7 @@ shipments_rolled_up as (
         max(sent_at) as last_sent_at
 
     from shipments
-    group by 1
+    group by 1, 2
 
 ),
 
@@ -94,9 +97,11 @@ final as (
 
     from documents
     left join fields_rolled_up
-        on documents.document_id = fields_rolled_up.document_id
+        on documents.workspace_id = fields_rolled_up.workspace_id
+        and documents.document_id = fields_rolled_up.document_id
     left join shipments_rolled_up
-        on documents.document_id = shipments_rolled_up.document_id
+        on documents.workspace_id = shipments_rolled_up.workspace_id
+        and documents.document_id = shipments_rolled_up.document_id
 
 )
 

@@ -1,8 +1,9 @@
--- One row per recipient of a shipment whose history is complete (stg_signing__shipments
--- `is_history_complete`; shipments still loading are held back): when the document reached,
--- opened and was signed by them, where they stand in a sequential flow, and how long they
--- waited for the signer before them. Milestones come from the audit trail where it has them,
--- else from the recipient's own fields (see the YAML for each column's source).
+-- One row per workspace and recipient of a shipment whose history is complete
+-- (stg_signing__shipments `is_history_complete`; shipments still loading are held back): when
+-- the document reached, opened and was signed by them, where they stand in a sequential flow,
+-- and how long they waited for the signer before them. Milestones come from the audit trail
+-- where it has them, else from the recipient's own fields (see the YAML for each column's
+-- source). Ids are unique only within a workspace: every join carries `workspace_id`.
 
 with
 
@@ -32,6 +33,7 @@ recipient_events as (
 trusted_events as (
 
     select
+        workspace_id,
         recipient_id,
         sent_at,
         delivered_at,
@@ -89,9 +91,11 @@ milestones as (
 
     from recipients
     inner join shipments
-        on recipients.shipment_id = shipments.shipment_id
+        on recipients.workspace_id = shipments.workspace_id
+        and recipients.shipment_id = shipments.shipment_id
     left join trusted_events as recipient_events
-        on recipients.recipient_id = recipient_events.recipient_id
+        on recipients.workspace_id = recipient_events.workspace_id
+        and recipients.recipient_id = recipient_events.recipient_id
     left join contacts_by_email
         on recipients.workspace_id = contacts_by_email.workspace_id
         and lower(trim(recipients.recipient_email)) = contacts_by_email.email_key
@@ -128,17 +132,17 @@ flow as (
         end as flow_position,
         case
             when is_sequential_flow then lag(recipient_id) over (
-                partition by shipment_id order by recipient_position
+                partition by workspace_id, shipment_id order by recipient_position
             )
         end as previous_recipient_id,
         case
             when is_sequential_flow then lag(sent_at) over (
-                partition by shipment_id order by recipient_position
+                partition by workspace_id, shipment_id order by recipient_position
             )
         end as previous_sent_at,
         case
             when is_sequential_flow then lag(signed_at) over (
-                partition by shipment_id order by recipient_position
+                partition by workspace_id, shipment_id order by recipient_position
             )
         end as previous_signed_at
 

@@ -1,9 +1,10 @@
--- One row per shipment whose history is complete: its milestones, the furthest funnel stage
--- it reached, recipient counts and durations. Shipments whose audit trail or filled-in fields
+-- One row per workspace and shipment whose history is complete: its milestones, the furthest
+-- funnel stage it reached, recipient counts and durations. Shipments whose audit trail or filled-in fields
 -- are still loading (stg_signing__shipments `is_history_complete`) are held back until a
 -- later load completes them; fct_signing_funnel counts them per week. Milestones come from the
 -- audit trail where it has them, else from the shipment's and its recipients' own fields (see
--- the YAML for each column's source).
+-- the YAML for each column's source). Ids are unique only within a workspace: every join
+-- carries `workspace_id`.
 
 with
 
@@ -26,9 +27,16 @@ shipment_events as (
 
 ),
 
+workspaces as (
+
+    select * from {{ ref('stg_signing__workspaces') }}
+
+),
+
 recipients_rolled_up as (
 
     select
+        workspace_id,
         shipment_id,
         count(*) as count_recipients,
         sum(case when is_sent then 1 else 0 end) as count_recipients_sent,
@@ -49,7 +57,7 @@ recipients_rolled_up as (
         max(signed_at) as last_signed_at
 
     from recipients
-    group by 1
+    group by 1, 2
 
 ),
 
@@ -57,6 +65,7 @@ joined as (
 
     select
         shipments.*,
+        workspaces.workspace_name,
         coalesce(recipients_rolled_up.count_recipients, 0) as count_recipients,
         coalesce(recipients_rolled_up.count_recipients_sent, 0) as count_recipients_sent,
         coalesce(recipients_rolled_up.count_recipients_delivered, 0)
@@ -86,10 +95,14 @@ joined as (
         coalesce(shipment_events.is_audit_trail_truncated, false) as is_audit_trail_truncated
 
     from shipments
+    left join workspaces
+        on shipments.workspace_id = workspaces.workspace_id
     left join recipients_rolled_up
-        on shipments.shipment_id = recipients_rolled_up.shipment_id
+        on shipments.workspace_id = recipients_rolled_up.workspace_id
+        and shipments.shipment_id = recipients_rolled_up.shipment_id
     left join shipment_events
-        on shipments.shipment_id = shipment_events.shipment_id
+        on shipments.workspace_id = shipment_events.workspace_id
+        and shipments.shipment_id = shipment_events.shipment_id
 
 ),
 
@@ -140,6 +153,7 @@ final as (
         folder_id,
 
         -- properties
+        workspace_name,
         document_name,
         shipment_status,
         activity_status,

@@ -1,4 +1,4 @@
--- One row per week of sending, document and signature level: how many shipments reached
+-- One row per workspace, week of sending, document and signature level: how many shipments reached
 -- each funnel stage (sent, opened, signed by someone, completed), how they ended, and the
 -- conversion rate from each stage to the next. Only shipments that were sent count.
 -- Shipments still loading (audit trail or fields pending after a stopped load) are held back
@@ -64,7 +64,8 @@ held_back_first_sent as (
 
     from staged_shipments
     inner join staged_recipients
-        on staged_shipments.shipment_id = staged_recipients.shipment_id
+        on staged_shipments.workspace_id = staged_recipients.workspace_id
+        and staged_shipments.shipment_id = staged_recipients.shipment_id
     where not staged_shipments.is_history_complete
     group by 1, 2, 3, 4, 5
 

@@ -1,5 +1,5 @@
--- How long signing takes, as median and 90th percentile: one row per document (all weeks)
--- and one row per week of sending (all documents); `time_grain` says which.
+-- How long signing takes, as median and 90th percentile, per workspace: one row per document
+-- (all weeks) and one row per week of sending (all documents); `time_grain` says which.
 -- Hours to sign are each signer's own, from the document reaching them to their signature
 -- (later signers of a sequential flow are not charged for the wait before them); hours to
 -- complete are per shipment, from sending to the last signature.
@@ -30,7 +30,8 @@ signers as (
 
     from recipients
     inner join shipments
-        on recipients.shipment_id = shipments.shipment_id
+        on recipients.workspace_id = shipments.workspace_id
+        and recipients.shipment_id = shipments.shipment_id
     where recipients.is_signed
         and recipients.hours_to_sign is not null
 

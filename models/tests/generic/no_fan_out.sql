@@ -1,7 +1,8 @@
 {#-
     The model has exactly as many rows as `compare_model` (optionally filtered by
     `compare_where`): a join on the way from staging to a mart neither duplicated nor dropped
-    rows. Fails with one row that shows both counts.
+    rows. Fails with one row that shows both counts. `compare_where` may name the compared
+    model's columns as `compared.<column>` (in a correlated subquery, for instance).
 -#}
 {% test no_fan_out(model, compare_model, compare_where=none) %}
 
@@ -16,7 +17,7 @@ model_rows as (
 compare_rows as (
 
     select count(*) as count_rows
-    from {{ compare_model }}
+    from {{ compare_model }} as compared
     {%- if compare_where %}
     where {{ compare_where }}
     {%- endif %}

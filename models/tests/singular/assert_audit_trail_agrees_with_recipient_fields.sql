@@ -9,15 +9,19 @@ with
 
 complete_shipments as (
 
-    select shipment_id from {{ ref('stg_signing__shipments') }}
+    select workspace_id, shipment_id from {{ ref('stg_signing__shipments') }}
     where is_history_complete
 
 ),
 
 recipients as (
 
-    select * from {{ ref('stg_signing__recipients') }}
-    where shipment_id in (select shipment_id from complete_shipments)
+    select recipients.*
+
+    from {{ ref('stg_signing__recipients') }} as recipients
+    inner join complete_shipments
+        on recipients.workspace_id = complete_shipments.workspace_id
+        and recipients.shipment_id = complete_shipments.shipment_id
 
 ),
 
@@ -30,6 +34,7 @@ recipient_events as (
 final as (
 
     select
+        recipients.workspace_id,
         recipients.recipient_id,
         recipients.sent_at,
         recipient_events.sent_at as event_sent_at,
@@ -38,7 +43,8 @@ final as (
 
     from recipients
     inner join recipient_events
-        on recipients.recipient_id = recipient_events.recipient_id
+        on recipients.workspace_id = recipient_events.workspace_id
+        and recipients.recipient_id = recipient_events.recipient_id
     where abs({{ dbt.datediff('recipients.sent_at', 'recipient_events.sent_at', 'second') }}) > 1
         or abs({{ dbt.datediff('recipients.signed_at', 'recipient_events.signed_at', 'second') }})
             > 1

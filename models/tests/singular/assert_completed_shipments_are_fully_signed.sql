@@ -1,6 +1,7 @@
 -- A completed shipment is one every recipient signed, and the other way round.
 
 select
+    workspace_id,
     shipment_id,
     is_completed,
     count_recipients,

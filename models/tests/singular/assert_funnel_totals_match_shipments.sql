@@ -1,12 +1,14 @@
--- The funnel neither fans out nor drops shipments: per stage, its counts add up to the
--- shipments of fct_shipments that reached that stage (every sent shipment is in one row),
--- and its held-back count to the sent shipments still loading.
+-- The funnel neither fans out nor drops shipments, nor moves them between workspaces: per
+-- workspace and stage, its counts add up to the shipments of fct_shipments that reached that
+-- stage (every sent shipment is in one row), and its held-back count to the sent shipments
+-- still loading.
 
 with
 
 funnel as (
 
     select
+        workspace_id,
         sum(count_shipments_sent) as count_sent,
         sum(count_shipments_opened) as count_opened,
         sum(count_shipments_signed) as count_signed,
@@ -17,25 +19,37 @@ funnel as (
         sum(count_shipments_held_back) as count_held_back
 
     from {{ ref('fct_signing_funnel') }}
+    group by 1
+
+),
+
+sent_recipients as (
+
+    select distinct workspace_id, shipment_id
+    from {{ ref('stg_signing__recipients') }}
+    where sent_at is not null
 
 ),
 
 held_back as (
 
-    select count(*) as count_held_back
+    select
+        staged_shipments.workspace_id,
+        count(*) as count_held_back
 
-    from {{ ref('stg_signing__shipments') }}
-    where not is_history_complete
-        and shipment_id in (
-            select shipment_id from {{ ref('stg_signing__recipients') }}
-            where sent_at is not null
-        )
+    from {{ ref('stg_signing__shipments') }} as staged_shipments
+    inner join sent_recipients
+        on staged_shipments.workspace_id = sent_recipients.workspace_id
+        and staged_shipments.shipment_id = sent_recipients.shipment_id
+    where not staged_shipments.is_history_complete
+    group by 1
 
 ),
 
 shipments as (
 
     select
+        workspace_id,
         sum(case when is_sent then 1 else 0 end) as count_sent,
         sum(case when is_sent and is_opened then 1 else 0 end) as count_opened,
         sum(case when is_sent and is_signed then 1 else 0 end) as count_signed,
@@ -46,18 +60,42 @@ shipments as (
             as count_recipients_signed
 
     from {{ ref('fct_shipments') }}
+    group by 1
+
+),
+
+workspaces as (
+
+    select workspace_id from funnel
+    union
+    select workspace_id from held_back
+    union
+    select workspace_id from shipments
 
 ),
 
 final as (
 
     select
-        funnel.*,
-        shipments.count_sent as expected_sent
+        workspaces.workspace_id,
+        funnel.count_sent,
+        funnel.count_opened,
+        funnel.count_signed,
+        funnel.count_completed,
+        funnel.count_expired,
+        funnel.count_revoked,
+        funnel.count_recipients_signed,
+        funnel.count_held_back,
+        shipments.count_sent as expected_sent,
+        held_back.count_held_back as expected_held_back
 
-    from funnel
-    cross join shipments
-    cross join held_back
+    from workspaces
+    left join funnel
+        on workspaces.workspace_id = funnel.workspace_id
+    left join shipments
+        on workspaces.workspace_id = shipments.workspace_id
+    left join held_back
+        on workspaces.workspace_id = held_back.workspace_id
     where coalesce(funnel.count_sent, 0) <> coalesce(shipments.count_sent, 0)
         or coalesce(funnel.count_opened, 0) <> coalesce(shipments.count_opened, 0)
         or coalesce(funnel.count_signed, 0) <> coalesce(shipments.count_signed, 0)
@@ -66,7 +104,7 @@ final as (
         or coalesce(funnel.count_revoked, 0) <> coalesce(shipments.count_revoked, 0)
         or coalesce(funnel.count_recipients_signed, 0)
             <> coalesce(shipments.count_recipients_signed, 0)
-        or coalesce(funnel.count_held_back, 0) <> held_back.count_held_back
+        or coalesce(funnel.count_held_back, 0) <> coalesce(held_back.count_held_back, 0)
 
 )
 

@@ -12,19 +12,20 @@ shipments as (
 
 fact_shipments as (
 
-    select shipment_id from {{ ref('fct_shipments') }}
+    select workspace_id, shipment_id from {{ ref('fct_shipments') }}
 
 ),
 
 fact_recipients as (
 
-    select distinct shipment_id from {{ ref('fct_recipients') }}
+    select distinct workspace_id, shipment_id from {{ ref('fct_recipients') }}
 
 ),
 
 final as (
 
     select
+        shipments.workspace_id,
         shipments.shipment_id,
         shipments.is_history_complete,
         case
@@ -34,19 +35,22 @@ final as (
 
     from shipments
     left join fact_shipments
-        on shipments.shipment_id = fact_shipments.shipment_id
+        on shipments.workspace_id = fact_shipments.workspace_id
+        and shipments.shipment_id = fact_shipments.shipment_id
     where shipments.is_history_complete <> (fact_shipments.shipment_id is not null)
 
     union all
 
     select
+        shipments.workspace_id,
         shipments.shipment_id,
         shipments.is_history_complete,
         'held-back shipment in fct_recipients' as problem
 
     from shipments
     inner join fact_recipients
-        on shipments.shipment_id = fact_recipients.shipment_id
+        on shipments.workspace_id = fact_recipients.workspace_id
+        and shipments.shipment_id = fact_recipients.shipment_id
     where not shipments.is_history_complete
 
 )

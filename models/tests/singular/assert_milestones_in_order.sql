@@ -19,6 +19,7 @@ recipient_problems as (
 
     select
         'recipient' as entity,
+        workspace_id,
         recipient_id as entity_id,
         case
             when first_opened_at < sent_at then 'opened before sent'
@@ -35,6 +36,7 @@ shipment_problems as (
 
     select
         'shipment' as entity,
+        workspace_id,
         shipment_id as entity_id,
         case
             when sent_at < created_at then 'sent before created'
