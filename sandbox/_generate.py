@@ -130,19 +130,20 @@ class Ids:
     fields: random.Random
     contacts: random.Random
     shipments: random.Random
+    webhooks: random.Random
 
     @classmethod
     def seeded(cls, id_seed: int) -> Ids:
         """One stream per kind, so the n-th record of a kind has the same id in every
         workspace with this id seed, whatever its data (which decides, say, how many
         recipients a shipment has)."""
-        kinds = ("documents", "fields", "contacts", "shipments")
+        kinds = ("documents", "fields", "contacts", "shipments", "webhooks")
         return cls(*(random.Random(f"{id_seed}:{kind}") for kind in kinds))
 
     @classmethod
     def from_rng(cls, rng: random.Random) -> Ids:
         """Ids drawn from `rng` itself, for a record the API creates from its request."""
-        return cls(rng, rng, rng, rng)
+        return cls(rng, rng, rng, rng, rng)
 
 
 @dataclass(slots=True)

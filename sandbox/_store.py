@@ -336,7 +336,7 @@ class Store:
 
     def create_webhook(self, event: str, target_url: str) -> Webhook:
         hook = Webhook(
-            id=f"wh_{secrets.token_hex(8)}",
+            id=f"wh_{self.ids.webhooks.getrandbits(64):016x}",  # collide across workspaces
             event=event,
             target_url=target_url,
             secret=f"whsec_{secrets.token_hex(24)}",

@@ -130,8 +130,24 @@ QUERIES = {
 }
 
 
-def actual(warehouse: Path) -> dict[str, Rows]:
-    """The same rows read back from the warehouse (tables that do not exist are empty)."""
+# The column of each query above that names the row's workspace.
+WORKSPACE_OF = {
+    "workspaces": "id",
+    "documents": "workspace_id",
+    "documents__fields": "d.workspace_id",
+    "shipments": "workspace_id",
+    "shipments__recipients": "s.workspace_id",
+    "contacts": "workspace_id",
+    "contacts__custom": "c.workspace_id",
+    "audit_events": "workspace_id",
+    "shipment_fields": "workspace_id",
+    "webhooks": "workspace_id",
+}
+
+
+def actual(warehouse: Path, workspace_id: str | None = None) -> dict[str, Rows]:
+    """The same rows read back from the warehouse (tables that do not exist are empty); only
+    `workspace_id`'s rows when one is given."""
     tables: dict[str, Rows] = {}
     with duckdb.connect(str(warehouse), read_only=True) as connection:
         existing = raw_tables(connection)
@@ -139,7 +155,11 @@ def actual(warehouse: Path) -> dict[str, Rows]:
             if table not in existing:
                 tables[table] = set()
                 continue
-            tables[table] = {_normalise(table, row) for row in connection.execute(query).fetchall()}
+            params: list[str] = []
+            if workspace_id is not None:
+                query, params = f"{query} where {WORKSPACE_OF[table]} = ?", [workspace_id]
+            rows = connection.execute(query, params).fetchall()
+            tables[table] = {_normalise(table, row) for row in rows}
     return tables
 
 
@@ -157,10 +177,14 @@ def _normalise(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(values)
 
 
-def differences(warehouse: Path, store: Store) -> dict[str, dict[str, Any]]:
+def differences(
+    warehouse: Path, store: Store, *, by_workspace: bool = False
+) -> dict[str, dict[str, Any]]:
     """Per table, up to five rows missing from the warehouse, five it has in excess, and the
-    counts of both; empty when the warehouse equals the sandbox."""
-    want, got = expected(store), actual(warehouse)
+    counts of both; empty when the warehouse equals the sandbox. With `by_workspace`, only the
+    rows of the store's workspace are compared (a warehouse shared by several)."""
+    want = expected(store)
+    got = actual(warehouse, store.workspace.id if by_workspace else None)
     report: dict[str, dict[str, Any]] = {}
     for table in want:
         missing, extra = want[table] - got[table], got[table] - want[table]
@@ -174,15 +198,16 @@ def differences(warehouse: Path, store: Store) -> dict[str, dict[str, Any]]:
 
 
 def duplicate_keys(warehouse: Path) -> dict[str, int]:
-    """Primary keys that occur more than once, per table (must always be empty)."""
+    """Primary keys (ids within a workspace) that occur more than once, per table (must always
+    be empty)."""
     keys = {
-        "workspaces": "id",
-        "documents": "id",
-        "shipments": "id",
-        "contacts": "id",
-        "audit_events": "id",
-        "webhooks": "id",
-        "shipment_fields": "shipment_id, recipient_id, field_id",
+        "workspaces": "workspace_id, id",
+        "documents": "workspace_id, id",
+        "shipments": "workspace_id, id",
+        "contacts": "workspace_id, id",
+        "audit_events": "workspace_id, id",
+        "webhooks": "workspace_id, id",
+        "shipment_fields": "workspace_id, shipment_id, recipient_id, field_id",
     }
     found = {}
     with duckdb.connect(str(warehouse), read_only=True) as connection:
