@@ -9,6 +9,7 @@ import json
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -127,72 +128,65 @@ def load(
         raise fail(str(error)) from None
     chosen = [r.strip() for r in resources.split(",") if r.strip()] if resources else None
     several = len(entries) > 1
-    outcomes: list[tuple[WorkspaceEntry, int, str | None]] = []
-    loaded = False  # whether any workspace got as far as loading (then the models run)
+    outcomes: list[_Outcome] = []
     for entry in entries:
-        if several:
-            output.info(f"Workspace {entry.name}: loading from {entry.base_url}")
-        try:
-            result = _load_workspace(
-                entry,
-                duckdb,
-                since=since,
-                full_refresh=full_refresh,
-                resources=chosen,
-                max_requests=max_requests,
-                destination=destination,
-                title=f"Load summary: {entry.name}" if several else "Load summary",
-            )
-        except _WorkspaceFailed as failed:
-            if not several:
-                if failed.code == 1:
-                    raise fail(failed.reason) from None
-                output.warning(f"stopped early: {failed.reason}", exit_code=failed.code)
-                raise typer.Exit(failed.code) from None
-            _say_outcome(entry, failed.code, failed.reason, several)
-            outcomes.append((entry, failed.code, failed.reason))
-            if failed.fatal:
-                break
-            continue
-        loaded = True
-        outcomes.append((entry, result.exit_code, result.stopped))
-        if several:
-            _say_outcome(entry, result.exit_code, result.stopped, several)
-        if result.exit_code > 128:  # interrupted: the other workspaces wait for the next run
+        outcome = _load_workspace(
+            entry,
+            duckdb,
+            several,
+            since=since,
+            full_refresh=full_refresh,
+            resources=chosen,
+            max_requests=max_requests,
+            destination=destination,
+        )
+        outcomes.append(outcome)
+        if not several and outcome.result is None:  # nothing loaded: as before, one line
+            if outcome.code == 1:
+                raise fail(str(outcome.reason))
+            output.warning(f"stopped early: {outcome.reason}", exit_code=outcome.code)
+            raise typer.Exit(outcome.code)
+        if outcome.code > 128 or outcome.fatal:  # the others wait for the next run
             break
-    if not no_models and destination == "duckdb" and loaded:
-        _build_models(duckdb)  # also after a stop: the marts show what is complete
+    output.set_run_id(None)
     if several:
-        _say_workspaces(outcomes, len(entries))
-        code = worst_exit_code(code for _, code, _ in outcomes)
-        if code:
-            raise typer.Exit(code)
-        return
-    _, code, reason = outcomes[0]
-    if code == 1:
-        raise fail(f"{reason}; what was fetched is loaded, the next run continues")
+        _summary_of_workspaces(outcomes, len(entries))
+    if not no_models and destination == "duckdb" and any(o.result for o in outcomes):
+        _build_models(duckdb)  # also after a stop: the marts show what is complete
+    code = worst_exit_code(o.code for o in outcomes)
+    if not several and code == 1:
+        raise fail(f"{outcomes[0].reason}; what was fetched is loaded, the next run continues")
+    if not several and code:
+        output.warning(f"stopped early: {outcomes[0].reason}", exit_code=code)
     if code:
-        output.warning(f"stopped early: {reason}", exit_code=code)
         raise typer.Exit(code)
 
 
-class _WorkspaceFailed(Exception):
-    """A workspace's load ended before it loaded anything: a refused key, a wrong URL, a
-    locked warehouse (`fatal`: no other workspace can load either)."""
+@dataclass
+class _Outcome:
+    """How one workspace's load ended: its result when it got as far as loading; `fatal` when
+    no other workspace can load either (a locked or unusable warehouse)."""
 
-    def __init__(self, reason: str, code: int = 1, fatal: bool = False) -> None:
-        super().__init__(reason)
-        self.reason, self.code, self.fatal = reason, code, fatal
+    entry: WorkspaceEntry
+    code: int
+    reason: str | None
+    result: pipeline.LoadResult | None = None
+    seconds: float = 0.0
+    fatal: bool = False
 
 
 def _load_workspace(
-    entry: WorkspaceEntry, warehouse: Path, title: str, **options: Any
-) -> pipeline.LoadResult:
-    """One workspace's load with its progress line and summary; failures before anything was
-    loaded become `_WorkspaceFailed` with their one-line reason."""
+    entry: WorkspaceEntry, warehouse: Path, several: bool, **options: Any
+) -> _Outcome:
+    """One workspace's load with its progress line; with several workspaces, one line as it
+    ends, else the summary table. A failure before anything was loaded is an outcome with
+    its one-line reason, not an exception, so the next workspace still loads."""
     control = RunControl()
     output.set_run_id(control.run_id)
+    if several:
+        output.info(f"workspace {entry.name}: loading from {entry.base_url}")
     started = time.monotonic()
+    outcome = _Outcome(entry, 1, None)
     with Progress(control.stats):
         try:
             result = pipeline.load_incremental(
@@ -203,34 +197,52 @@ def _load_workspace(
                 **entry.source_options(),
             )
         except (pipeline.AlreadyRunning, pipeline.WarehouseError, LegacyStateError) as error:
-            raise _WorkspaceFailed(str(error), fatal=True) from None
+            outcome.reason, outcome.fatal = str(error), True
         except ConfigFieldMissingException as error:
-            raise _WorkspaceFailed(_missing_config(error), fatal=True) from None
+            outcome.reason, outcome.fatal = _missing_config(error), True
         except PipelineStepFailed as error:
-            raise _WorkspaceFailed(_reason(error)) from None
+            outcome.reason = _reason(error)
         except RunStopped as error:  # at the first request: nothing fetched, nothing written
-            raise _WorkspaceFailed(str(error), error.exit_code, error.exit_code > 128) from None
+            outcome.code, outcome.reason = error.exit_code, str(error)
         except (SigningAPIError, ValueError) as error:
-            raise _WorkspaceFailed(str(error)) from None
-    _summary(result, time.monotonic() - started, title)
-    return result
+            outcome.reason = str(error)
+        else:
+            outcome = _Outcome(
+                entry, result.exit_code, result.stopped, result, time.monotonic() - started
+            )
+    if outcome.result is not None:
+        _summary(outcome.result, outcome.seconds, several)
+    if several:
+        _say_outcome(outcome)
+    return outcome
 
 
-def _say_outcome(entry: WorkspaceEntry, code: int, reason: str | None, several: bool) -> None:
+def _say_outcome(outcome: _Outcome) -> None:
     """One line per workspace as it ends, at the level its outcome deserves."""
-    prefix = f"workspace {entry.name}: " if several else ""
-    if code == 0:
-        output.info(f"{prefix}completed")
-    elif code == 1:
-        output.error(f"{prefix}failed: {reason}")
+    name = outcome.entry.name
+    costs = f", {_costs(outcome.result.stats, outcome.seconds)}" if outcome.result else ""
+    if outcome.code == 0:
+        output.info(f"workspace {name}: completed{costs}")
+    elif outcome.code == 1:
+        output.error(f"workspace {name}: failed: {outcome.reason}{costs}")
     else:
-        output.warning(f"{prefix}stopped early: {reason}", exit_code=code)
+        output.warning(
+            f"workspace {name}: stopped early: {outcome.reason}{costs}", exit_code=outcome.code
+        )
 
 
-def _say_workspaces(outcomes: list[tuple[WorkspaceEntry, int, str | None]], total: int) -> None:
-    """The run's last line: each workspace's outcome, and those not started after a signal."""
+def _summary_of_workspaces(outcomes: list[_Outcome], total: int) -> None:
+    """Rows loaded per table and workspace, then one line with each workspace's outcome (and
+    those a signal kept from starting)."""
+    loaded = {o.entry.name: o.result.rows for o in outcomes if o.result is not None}
+    if loaded and not output.is_json():
+        table = Table("table", *loaded, title="Load summary")
+        names = sorted({table for rows in loaded.values() for table in rows})
+        for name in names or ["(nothing changed)"]:
+            table.add_row(name, *(f"{rows.get(name, 0):,}" for rows in loaded.values()))
+        out.print(table)
     words = {0: "completed", 1: "failed"}
-    parts = [f"{entry.name} {words.get(code, 'stopped')}" for entry, code, _ in outcomes]
+    parts = [f"{o.entry.name} {words.get(o.code, 'stopped')}" for o in outcomes]
     if len(outcomes) < total:
         parts.append(f"{total - len(outcomes)} not started")
     output.info(f"Workspaces: {', '.join(parts)}")
@@ -355,28 +367,59 @@ def status(
                 str(earlier["throttled"]),
             )
         out.print(runs)
-    for workspace in found.workspaces:
-        _print_workspace(workspace, duckdb, several)
+    if several:
+        _print_workspaces(found.workspaces)
+    else:
+        for workspace in found.workspaces:
+            _print_workspace(workspace, duckdb)
 
 
-def _workspace_label(workspace: pipeline.WorkspaceStatus) -> str:
-    """`acme (ws_123, "Acme Ltd")`: the configured name, the id, the service's name."""
-    named = f', "{workspace.name}"' if workspace.name else ""
-    if workspace.configured_as:
-        return f"{workspace.configured_as} ({workspace.workspace_id}{named})"
-    return f"{workspace.workspace_id}{named}"
+def _label(workspace: pipeline.WorkspaceStatus) -> str:
+    """The configured name of a workspace, or its id before any run recorded a name."""
+    return workspace.configured_as or workspace.workspace_id
+
+
+def _print_workspaces(workspaces: list[pipeline.WorkspaceStatus]) -> None:
+    """Several workspaces side by side: who they are, their cursors, their rows."""
+    who = Table("workspace", "id", "name at the service", "last run", title="Workspaces")
+    for workspace in workspaces:
+        last = workspace.last_run
+        who.add_row(
+            _label(workspace),
+            workspace.workspace_id,
+            workspace.name or "",
+            f"{last['started_at']:%Y-%m-%d %H:%M:%S}, {_outcome(last)}" if last else "none",
+        )
+    out.print(who)
+    lists = list(dict.fromkeys(name for w in workspaces for name in w.cursors))
+    cursors = Table("workspace", *lists, title="Cursors (next run reads changes since)")
+    for workspace in workspaces:
+        cells = [
+            workspace.cursors.get(name, "")
+            + (" (interrupted)" if name in workspace.interrupted else "")
+            for name in lists
+        ]
+        cursors.add_row(_label(workspace), *cells)
+    out.print(cursors)
+    counts = Table("table", *(_label(w) for w in workspaces), title="raw.* rows per workspace")
+    tables = list(dict.fromkeys(t for w in workspaces for t in w.row_counts))
+    for table in tables:
+        counts.add_row(table, *(f"{w.row_counts.get(table, 0):,}" for w in workspaces))
+    out.print(counts)
+    for workspace in workspaces:
+        if workspace.truncated_trails:
+            out.print(
+                f"{_label(workspace)}: audit trails cut at the API's 500 events: "
+                f"{workspace.truncated_trails:,} shipments (flagged in marts.fct_shipments)"
+            )
 
 
 def _run_workspace(run: dict[str, Any]) -> str:
     return str(run.get("workspace_name") or run.get("workspace_id") or "?")
 
 
-def _print_workspace(workspace: pipeline.WorkspaceStatus, warehouse: Path, several: bool) -> None:
-    """A workspace's cursors and rows; under a heading of its own when there are several."""
-    if several:
-        out.print(f"\n[bold]Workspace {_workspace_label(workspace)}[/]", highlight=False)
-        if workspace.last_run:
-            out.print(f"Last run: {_run_line(workspace.last_run)}", highlight=False)
+def _print_workspace(workspace: pipeline.WorkspaceStatus, warehouse: Path) -> None:
+    """The one workspace's cursors and rows, as before workspaces were several."""
     cursors = Table("list", "next run reads changes since", title="Cursors")
     for name, since in workspace.cursors.items():
         interrupted = "  (pass interrupted)" if name in workspace.interrupted else ""
@@ -387,8 +430,7 @@ def _print_workspace(workspace: pipeline.WorkspaceStatus, warehouse: Path, sever
             f"Audit trails cut at the API's 500 events: {workspace.truncated_trails:,} shipments "
             "(flagged in marts.fct_shipments)"
         )
-    title = f"raw.* of {workspace.workspace_id}" if several else f"raw.* in {warehouse}"
-    counts = Table("table", "rows", title=title)
+    counts = Table("table", "rows", title=f"raw.* in {warehouse}")
     for table, count in workspace.row_counts.items():
         counts.add_row(table, f"{count:,}")
     out.print(counts)
@@ -455,14 +497,18 @@ def _run_line(run: dict[str, Any]) -> str:
     )
 
 
-def _summary(result: pipeline.LoadResult, seconds: float, title: str = "Load summary") -> None:
-    """Rows per table and what the run cost: a table on stdout, or one JSON record."""
-    stats = result.stats
-    costs = (
+def _costs(stats: RunStats, seconds: float) -> str:
+    return (
         f"{stats.requests:,} requests, {stats.throttled} answered 429, {stats.retries} "
         f"retried, {stats.failed_attempts} got no answer, {stats.waited_seconds:.1f} s "
         f"waited for limits, {seconds:.1f} s in all"
     )
+
+
+def _summary(result: pipeline.LoadResult, seconds: float, several: bool = False) -> None:
+    """Rows per table and what the run cost: a table on stdout (with several workspaces, one
+    table for all at the end instead), or one JSON record per workspace."""
+    stats = result.stats
     if output.is_json():
         output.info(
             "load summary",
@@ -477,21 +523,22 @@ def _summary(result: pipeline.LoadResult, seconds: float, title: str = "Load sum
             workspace_id=result.workspace_id,
             workspace=result.workspace_name,
         )
-    else:
-        table = Table("table", "rows loaded", title=title)
+    elif not several:
+        table = Table("table", "rows loaded", title="Load summary")
         for name, count in sorted(result.rows.items()):
             table.add_row(name, f"{count:,}")
         if not result.rows:
             table.add_row("(nothing changed)", "0")
         out.print(table)
-        out.print(costs, highlight=False)
+        out.print(_costs(stats, seconds), highlight=False)
+    prefix = f"workspace {result.workspace_name}: " if several else ""
     if stats.truncated_trails:
         output.warning(
-            f"{stats.truncated_trails} audit trails were cut at the API's 500 events "
+            f"{prefix}{stats.truncated_trails} audit trails were cut at the API's 500 events "
             "(their oldest events are missing; flagged in the marts)"
         )
     for warning in stats.warnings:
-        output.warning(warning)
+        output.warning(prefix + warning)
 
 
 def _missing_config(error: ConfigFieldMissingException) -> str:
@@ -629,12 +676,17 @@ def sandbox(
     store = stores[0]
     base_url = f"http://127.0.0.1:{port}/v1"
     print(f"Sandbox of the signing API v1 at {base_url}")
-    print(f"API key: {store.main_key.secret}")
-    for other in stores[1:]:
-        print(f"API key of workspace {other.workspace.id}: {other.main_key.secret}")
-    print("Point the pipeline at it with:")
-    print(f"  export SOURCES__SIGNING__BASE_URL={base_url}")
-    print(f"  export SOURCES__SIGNING__API_KEY={store.main_key.secret}")
+    if len(stores) == 1:
+        print(f"API key: {store.main_key.secret}")
+        print("Point the pipeline at it with:")
+        print(f"  export SOURCES__SIGNING__BASE_URL={base_url}")
+        print(f"  export SOURCES__SIGNING__API_KEY={store.main_key.secret}")
+    else:
+        print(f"{len(stores)} workspaces; load them all with this in .dlt/secrets.toml:")
+        print(f'  [sources.signing]\n  base_url = "{base_url}"')
+        for n, each in enumerate(stores, start=1):
+            print(f"  [sources.signing.workspaces.w{n}]  # {each.workspace.id}")
+            print(f'  api_key = "{each.main_key.secret}"')
     print(f"OpenAPI document: http://127.0.0.1:{port}/openapi.json; admin: /_sandbox/state")
     sys.stdout.flush()
     output.info("Ctrl-C stops it.")

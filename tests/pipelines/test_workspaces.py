@@ -8,7 +8,11 @@ sandbox's own records, compared per workspace.
 from __future__ import annotations
 
 import gzip
+import queue
 import shutil
+import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,7 @@ from tests.support import (
     load_args,
     new_key,
     run_cli,
+    start_cli,
 )
 
 LEGACY_WAREHOUSE = Path(__file__).parents[1] / "fixtures" / "warehouse_before_workspaces.duckdb.gz"
@@ -240,7 +245,9 @@ def test_one_workspace_failing_or_stopping_does_not_keep_the_others_from_loading
         shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
         assert shown.returncode == 0, describe(shown)
         for store, name in ((running.stores[0], "north"), (running.stores[2], "west")):
-            assert f"Workspace {name} ({store.workspace.id}" in shown.stdout, shown.stdout
+            assert any(
+                name in line and store.workspace.id in line for line in shown.stdout.splitlines()
+            ), shown.stdout
         assert running.stores[1].workspace.id not in shown.stdout
     finally:
         running.stop()
@@ -307,3 +314,53 @@ def test_an_old_warehouse_shared_by_two_workspaces_stops_with_what_to_run(
     (line,) = error_lines(result.stderr)
     assert "signing-etl load --full-refresh" in line
     assert _row_keys(warehouse) == before
+
+
+def _printed_until(process: subprocess.Popen[str], done: str, seconds: float = 60) -> list[str]:
+    """The lines a background CLI prints on stdout, up to the first that starts with `done`."""
+    stdout = process.stdout
+    assert stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    printed: list[str] = []
+    deadline = time.monotonic() + seconds
+    while not (printed and printed[-1].startswith(done)):
+        printed.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+    return printed
+
+
+def test_the_configuration_the_sandbox_prints_loads_each_of_its_workspaces(
+    tmp_path: Path,
+) -> None:
+    """Named workspaces in `.dlt/secrets.toml`, as a user with three keys writes them."""
+    args = ["sandbox", "--port", "0", "--workspaces", "3", "--shipments", "40", "--no-limits"]
+    process = start_cli(args, cwd=tmp_path, env=cli_env(None))
+    try:
+        printed = _printed_until(process, "OpenAPI document")
+        start = next(i for i, line in enumerate(printed) if line.strip() == "[sources.signing]")
+        snippet = [line.strip() for line in printed[start:-1]]
+        (tmp_path / ".dlt").mkdir()
+        (tmp_path / ".dlt" / "secrets.toml").write_text("\n".join(snippet) + "\n")
+        (tmp_path / ".dlt" / "config.toml").write_text(
+            "[sources.signing]\n" + "".join(f"{name} = {value}\n" for name, value in FAST.items())
+        )
+        warehouse = tmp_path / "w.duckdb"
+        result = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(None))
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+    assert result.returncode == 0, describe(result)
+    assert "Workspaces: w1 completed, w2 completed, w3 completed" in result.stderr
+    ids = [line.split("#")[-1].strip() for line in snippet if line.startswith("[sources.signing.")]
+    with duckdb.connect(str(warehouse), read_only=True) as connection:
+        counts = dict(
+            connection.execute(
+                "select workspace_id, count(*) from raw.shipments group by 1"
+            ).fetchall()
+        )
+    assert counts == dict.fromkeys(ids, 40)
