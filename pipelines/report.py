@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,29 +52,55 @@ class ReportError(Exception):
     """The report cannot be written; the message is one line that says why."""
 
 
-def write_report(warehouse: Path, out_dir: Path = DEFAULT_REPORTS_DIR) -> Path:
+@dataclass(frozen=True)
+class Workspace:
+    """A workspace loaded into a warehouse (`raw.workspaces`)."""
+
+    id: str
+    name: str | None
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})" if self.name else self.id
+
+
+def write_report(
+    warehouse: Path, out_dir: Path = DEFAULT_REPORTS_DIR, workspace: str | None = None
+) -> Path:
     """Execute the funnel notebook on a warehouse and write it as one self-contained HTML file.
 
     The charts are PNG images embedded in the page (`data:` URLs) and the code cells are left
-    out, so the file opens anywhere, offline, and can be mailed as it is.
+    out, so the file opens anywhere, offline, and can be mailed as it is. A warehouse with
+    several workspaces shows each one apart (a table comparing them, then every section once
+    per workspace, under its name), never one funnel that mixes them; with one workspace the
+    report has no per-workspace headings.
 
     Args:
         warehouse: DuckDB file whose `marts` schema the models built.
         out_dir: folder of the report (created if missing).
+        workspace: the id or name of one workspace to report on alone (see `find_workspace`);
+            None: every workspace of the warehouse.
 
     Returns:
-        The path of the HTML file: `<out_dir>/<warehouse's stem>_funnel.html`.
+        The path of the HTML file: `<out_dir>/<warehouse's stem>_funnel.html`, or
+        `<out_dir>/<warehouse's stem>_<workspace>_funnel.html` for one workspace (`workspace`
+        as given, with anything but letters, digits, `.`, `_` and `-` made a `-`).
 
     Raises:
-        ReportError: the warehouse is missing, cannot be opened, has no marts, or the notebook
-            failed; the message is one line.
+        ReportError: the warehouse is missing, cannot be opened, has no marts, has no such
+            workspace (the message lists the ones it has), or the notebook failed; the
+            message is one line.
     """
     warehouse = Path(warehouse).resolve()
     problem = marts_problem(warehouse)
     if problem:
         raise ReportError(problem)
+    parameters = {"warehouse": str(warehouse)}
+    name = f"{warehouse.stem}_funnel.html"
+    if workspace is not None:
+        parameters["workspace"] = find_workspace(warehouse, workspace).id
+        name = f"{warehouse.stem}_{_file_name_part(workspace)}_funnel.html"
     try:
-        executed = execute_notebook(FUNNEL_NOTEBOOK, {"warehouse": str(warehouse)})
+        executed = execute_notebook(FUNNEL_NOTEBOOK, parameters)
     except CellExecutionError as error:
         raise ReportError(
             f"the report notebook failed: {error.ename}: {_first_line(error.evalue)}"
@@ -80,9 +108,65 @@ def write_report(warehouse: Path, out_dir: Path = DEFAULT_REPORTS_DIR) -> Path:
     except CellTimeoutError as error:
         raise ReportError(f"the report notebook timed out: {_first_line(str(error))}") from None
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{warehouse.stem}_funnel.html"
+    path = out_dir / name
     path.write_text(notebook_html(executed), encoding="utf-8")
     return path
+
+
+def find_workspace(warehouse: Path, workspace: str) -> Workspace:
+    """The workspace of the warehouse (`raw.workspaces`) whose id or name is `workspace`.
+
+    An id matches exactly; a name exactly, else ignoring case and surrounding spaces.
+
+    Args:
+        warehouse: DuckDB file the pipeline loaded.
+        workspace: a workspace id or name.
+
+    Returns:
+        The one matching workspace.
+
+    Raises:
+        ReportError: no workspace matches, or the name is shared by several (give the id
+            then); the message is one line that lists the warehouse's workspaces.
+    """
+    known = workspaces(warehouse)
+    wanted = workspace.strip().casefold()
+    for matches in (
+        [w for w in known if w.id == workspace],
+        [w for w in known if w.name == workspace],
+        [w for w in known if (w.name or "").strip().casefold() == wanted],
+    ):
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            listed = ", ".join(map(str, matches))
+            raise ReportError(
+                f"{len(matches)} workspaces of {warehouse} are named {workspace!r}: "
+                f"give the id of one ({listed})"
+            )
+    listed = ", ".join(map(str, known)) or "none loaded yet"
+    raise ReportError(f"no workspace {workspace!r} in {warehouse}; its workspaces: {listed}")
+
+
+def workspaces(warehouse: Path) -> list[Workspace]:
+    """The workspaces loaded into a warehouse (`raw.workspaces`), by name; none if it has no
+    such table or cannot be read.
+
+    Args:
+        warehouse: DuckDB file the pipeline loaded.
+
+    Returns:
+        One entry per workspace id.
+    """
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as connection:
+            rows = connection.execute(
+                "select id, max(name) from raw.workspaces where id is not null "
+                "group by id order by max(name), id"
+            ).fetchall()
+    except duckdb.Error:
+        return []
+    return [Workspace(id=str(id_), name=name) for id_, name in rows]
 
 
 def marts_problem(warehouse: Path) -> str | None:
@@ -224,6 +308,12 @@ def _inject(notebook: NotebookNode, parameters: Mapping[str, Any]) -> None:
         0,
     )
     notebook.cells.insert(after, cell)
+
+
+def _file_name_part(text: str) -> str:
+    """`text` as part of a file name: runs of anything but letters, digits, `.`, `_`, `-` are
+    one `-` (a name with spaces or slashes stays one file in `out_dir`)."""
+    return re.sub(r"[^\w.-]+", "-", text).strip("-.") or "workspace"
 
 
 def _first_line(text: str) -> str:
