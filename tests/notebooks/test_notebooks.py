@@ -125,7 +125,7 @@ def test_adhoc_notebook_answers_its_questions_on_the_warehouse_named_by_the_envi
     assert_clean(notebook)
     printed = texts(notebook)
     assert f"Connected to {warehouse}" in printed
-    assert "one row per shipment" in printed  # the table list carries each grain
+    assert "one row per workspace and shipment" in printed  # the table list carries each grain
     # every cell after the connection shows a result, and none is an empty frame
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     answered = [cell for cell in code if cell.outputs]
