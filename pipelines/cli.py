@@ -319,21 +319,44 @@ def report(
     out_dir: Annotated[
         Path, typer.Option("--out", help="Folder of the HTML report (created if missing).")
     ] = Path("reports"),
+    workspace: Annotated[
+        str | None,
+        typer.Option(
+            "--workspace",
+            help="Report on one workspace: its configured name, its id, or its name at the "
+            "service. Default: every workspace, each apart.",
+        ),
+    ] = None,
 ) -> None:
     """Run the funnel notebook on the warehouse's marts and write a self-contained HTML report."""
-    out.print(_write_report(duckdb, out_dir).resolve(), highlight=False, soft_wrap=True)
+    path = _write_report(duckdb, out_dir, workspace)
+    out.print(path.resolve(), highlight=False, soft_wrap=True)
 
 
-def _write_report(warehouse: Path, out_dir: Path | None = None) -> Path:
+def _write_report(
+    warehouse: Path, out_dir: Path | None = None, workspace: str | None = None
+) -> Path:
     """Write the report (to `reports/` by default); a failure is one line on stderr, exit 1."""
     # Imported here: the notebook machinery takes half a second that other commands don't need.
     from pipelines.report import DEFAULT_REPORTS_DIR, ReportError, write_report
 
     output.info("Writing the report (runs notebooks/signing_funnel.ipynb)…")
     try:
-        return write_report(warehouse, out_dir or DEFAULT_REPORTS_DIR)
+        chosen = _configured_workspace_id(warehouse, workspace) if workspace else None
+        return write_report(warehouse, out_dir or DEFAULT_REPORTS_DIR, chosen)
     except ReportError as error:
         raise fail(f"report: {error}") from None
+
+
+def _configured_workspace_id(warehouse: Path, workspace: str) -> str:
+    """The workspace id a configured name (`--workspace` of `load`) was last loaded as, or
+    `workspace` as given (an id or the service's name, which the report resolves)."""
+    try:
+        found = pipeline.status(warehouse)
+    except Exception:  # the report names what is wrong with the warehouse
+        return workspace
+    named = [w.workspace_id for w in found.workspaces if w.configured_as == workspace]
+    return named[0] if len(named) == 1 else workspace
 
 
 @app.command()
