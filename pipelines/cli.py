@@ -148,8 +148,8 @@ def load(
             raise typer.Exit(outcome.code)
         if outcome.code > 128 or outcome.fatal:  # the others wait for the next run
             break
-    output.set_run_id(None)
     if several:
+        output.set_run_id(None)  # the lines about all workspaces belong to no one run
         _summary_of_workspaces(outcomes, len(entries))
     if not no_models and destination == "duckdb" and any(o.result for o in outcomes):
         _build_models(duckdb)  # also after a stop: the marts show what is complete
