@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from pipelines.report import ReportError, Workspace, find_workspace, write_report
+from pipelines.signing_pipeline import load_incremental
 from sandbox import RunningSandbox, Store
 from tests.models.test_marts import truth
 from tests.models.workspaces import colliding_workspaces, load_every_workspace
+from tests.support import FAST, cli_env, describe, run_cli
 
 ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
 CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
@@ -137,3 +139,27 @@ def test_report_of_an_unknown_workspace_is_one_line_listing_the_known_ones(
     for store in running.stores:
         assert f"{store.workspace.name} ({store.workspace.id})" in message
     assert not (tmp_path / "reports").exists()
+
+
+def test_cli_report_takes_the_name_a_workspace_is_configured_under(
+    loaded: tuple[RunningSandbox, Path], tmp_path: Path
+) -> None:
+    """`signing-etl report --workspace bravo` after `load` ran with an entry named `bravo`."""
+    running, warehouse = loaded
+    chosen, other = running.stores[1].workspace, running.stores[0].workspace
+    again = load_incremental(
+        warehouse,
+        api_key=running.api_keys[1],
+        base_url=running.base_url,
+        workspace_name="bravo",
+        **FAST,
+    )
+    assert again.exit_code == 0, again.stopped
+    args = ["report", "--duckdb", str(warehouse), "--out", str(tmp_path), "--workspace", "bravo"]
+    result = run_cli(args, cwd=tmp_path, env=cli_env(None))
+    assert result.returncode == 0, describe(result)
+    path = tmp_path / f"signing_{chosen.id}_funnel.html"
+    assert result.stdout.strip().endswith(path.name), describe(result)
+    html = path.read_text(encoding="utf-8")
+    assert chosen.id in html
+    assert other.id not in html
