@@ -21,7 +21,7 @@ from typing import Any
 from . import settings
 from .context import SyncContext
 from .errors import RunStopped
-from .paging import ListPage, PagerPosition, Record, anchored_pages, fingerprint
+from .paging import ListPage, PagerPosition, Read, Record, anchored_pages
 from .times import parse_iso, to_iso
 
 log = logging.getLogger(__name__)
@@ -191,20 +191,22 @@ class _Pass:
             self.current.started = answered_at
         return ListPage(list(body["data"]), int(body["total"]))
 
-    def _changed(self, fresh: list[Record]) -> list[Record]:
-        """The records not loaded before with this content; remembers what the next run can
-        return again: every shipment (they have no updated_at), and for the other lists the
-        records at or after the cursor."""
+    def _changed(self, fresh: list[Read]) -> list[Record]:
+        """The records not loaded before with this content (the last read of a record in this
+        run counts before what the last run loaded); remembers what the next run can return
+        again: every shipment (they have no updated_at), and for the other lists the records at
+        or after the cursor."""
         cursor = self.cursor()
-        fetched = self.current.fetched
+        fetched, known = self.current.fetched, self.known
         changed = []
-        for record in fresh:
-            digest = fingerprint(record)
-            if self.known.get(record["id"]) != digest and fetched.get(record["id"]) != digest:
+        for record, digest in fresh:
+            key = record["id"]
+            last = fetched[key] if key in fetched else known.get(key)
+            if last != digest:
                 changed.append(dict(record))
             stamp = record.get("updated_at")
             if not isinstance(stamp, str) or parse_iso(stamp) >= cursor:
-                fetched[record["id"]] = digest
+                fetched[key] = digest
         return changed
 
 

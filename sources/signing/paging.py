@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -29,6 +29,14 @@ def fingerprint(record: Record) -> str:
     return hashlib.blake2b(
         orjson.dumps(record, option=orjson.OPT_SORT_KEYS), digest_size=8
     ).hexdigest()
+
+
+class Read(NamedTuple):
+    """A record as a page returned it, with its fingerprint: computed once, when the pager
+    reads it, and shared by everything that compares it later."""
+
+    record: Record
+    digest: str
 
 
 @dataclass
@@ -61,8 +69,9 @@ def anchored_pages(
     page_size: int,
     overlap: int,
     position: PagerPosition,
-) -> Iterator[list[Record]]:
-    """Yield the new records of each page; `position` is kept current for resuming."""
+) -> Iterator[list[Read]]:
+    """Yield the new records of each page with their fingerprints; `position` is kept current
+    for resuming."""
     seen: dict[str, str] = dict(position.anchors)
     offset = position.offset
     while True:
@@ -76,11 +85,11 @@ def anchored_pages(
                 position.step_backs += 1
                 offset = max(0, offset - (page_size - overlap))
                 continue
-            fresh = items[cut + 1 :]
+            fresh = [Read(record, fingerprint(record)) for record in items[cut + 1 :]]
         else:
-            fresh = items
-        for record in fresh:
-            seen[record["id"]] = fingerprint(record)
+            fresh = [Read(record, fingerprint(record)) for record in items]
+        for record, digest in fresh:
+            seen[record["id"]] = digest
         end_reached = offset + len(items) >= page.total or not items
         offset = offset + len(items) - (0 if end_reached else overlap)
         position.offset = offset
