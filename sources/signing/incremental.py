@@ -8,6 +8,15 @@ as of its last request, not merely "eventually" equal.
 
 The cursor is the service's time (its `Date` header) when the run's first pass began, minus a
 lag; never a record's `updated_at` (shipments have none) and never this machine's clock.
+
+The next run reads again what changed at or after the cursor, unchanged records included, so a
+run remembers the fingerprints of those records (`ListSync.known`) and the next one loads none of
+them again (nor fetches their children). Only those: a record with `updated_at` is remembered
+when its time is at or after the cursor; records without one (shipments) cannot be told apart
+by their content, so the first catch-up pass of a list that has them re-reads from the cursor
+itself, and what that pass and later ones read is exactly what the next run may see again. So
+the state holds the records of the lag and of the run, not one fingerprint per record of the
+workspace.
 """
 
 from __future__ import annotations
@@ -74,8 +83,8 @@ class ListSync:
     """What one list endpoint's sync keeps between runs.
 
     `cursor`: the ISO time the next run reads changes from. `known`: fingerprints of what the
-    last run loaded and the next may return again, so a run with no change loads no row.
-    `interrupted`: a pass a stop cut short."""
+    last run loaded and the next may return again (changed at or after the cursor), so a run
+    with no change loads no row. `interrupted`: a pass a stop cut short."""
 
     cursor: str | None = None
     known: dict[str, str] = field(default_factory=dict)
@@ -118,7 +127,7 @@ def incremental_pass(
         sync.to_state(state)
         raise
     sync.cursor = to_iso(pager.cursor())
-    sync.known = current.fetched
+    sync.known = pager.remembered()
     sync.interrupted = None
     sync.to_state(state)
 
@@ -139,6 +148,14 @@ class _Pass:
         self.current = current
         self.known = known
         self.requests = 0
+        # What `remembered` keeps: `again` collects the fingerprints of records the next run
+        # may return (timed at or after the cursor, or read by a pass from the cursor on);
+        # `covered` says that a pass from the cursor itself completed, so `again` holds them
+        # all. Fingerprints a resumed pass brought along are kept: nothing tells them apart.
+        self.untimed = False
+        self.again: dict[str, str] = {}
+        self.covered = False
+        self.restored = set(current.fetched)
 
     def rounds(self) -> Iterator[list[Record]]:
         """The first pass, then catch-up passes while the previous one saw changes."""
@@ -157,15 +174,20 @@ class _Pass:
                 if changed:
                     yield self.context.stamp(changed)
             current.first_started = current.first_started or current.started
+            if current.since is not None and parse_iso(current.since) == self.cursor():
+                self.covered = True
             done = self.requests <= 1 or (round_number > 0 and not changed_in_pass)
             if done or round_number == settings.MAX_CATCH_UP_PASSES:
                 return
             # Catch up on what changed while this pass paged: from a second before its start,
             # since `Date` has whole seconds and a service may read `updated_since` as strictly
             # greater; the run's cursor keeps the lag for anything stamped a little early.
+            # Records without `updated_at` are caught up from the cursor itself: then the pass
+            # reads exactly what the next run may return again, and `again` learns it.
             log.info("%s: %d requests in the pass; catching up", self.name, self.requests)
             assert current.started is not None
-            current.since = to_iso(current.started - timedelta(seconds=1))
+            since = current.started - timedelta(seconds=1)
+            current.since = to_iso(min(since, self.cursor()) if self.untimed else since)
             current.started = None
             current.position = PagerPosition()
             self.requests = 0
@@ -175,7 +197,8 @@ class _Pass:
         because `Date` has whole seconds."""
         started = self.current.first_started
         assert started is not None
-        return started - timedelta(seconds=self.context.lag_seconds + 1)
+        # In whole milliseconds, as the state keeps it: a pass from the cursor starts there.
+        return parse_iso(to_iso(started - timedelta(seconds=self.context.lag_seconds + 1)))
 
     def _fetch(self, offset: int) -> ListPage:
         params: dict[str, str | int] = {
@@ -191,13 +214,24 @@ class _Pass:
             self.current.started = answered_at
         return ListPage(list(body["data"]), int(body["total"]))
 
+    def remembered(self) -> dict[str, str]:
+        """The fingerprints the next run needs: of the records it may return again."""
+        if not self.covered:
+            return dict(self.current.fetched)
+        fetched = self.current.fetched
+        kept = {i: fetched[i] for i in self.restored if i in fetched}
+        kept.update(self.again)
+        return kept
+
     def _changed(self, fresh: list[Read]) -> list[Record]:
         """The records not loaded before with this content (the last read of a record in this
-        run counts before what the last run loaded); remembers what the next run can return
-        again: every shipment (they have no updated_at), and for the other lists the records at
-        or after the cursor."""
+        run counts before what the last run loaded). Keeps what this run read and the next may
+        return again: every record without `updated_at` (for the catch-up passes; `again`
+        sorts them), and the others changed at or after the cursor."""
         cursor = self.cursor()
-        fetched, known = self.current.fetched, self.known
+        since = self.current.since
+        from_cursor = since is not None and parse_iso(since) >= cursor
+        fetched, known, again = self.current.fetched, self.known, self.again
         changed = []
         for record, digest in fresh:
             key = record["id"]
@@ -205,8 +239,14 @@ class _Pass:
             if last != digest:
                 changed.append(dict(record))
             stamp = record.get("updated_at")
-            if not isinstance(stamp, str) or parse_iso(stamp) >= cursor:
+            if isinstance(stamp, str):
+                if parse_iso(stamp) >= cursor:
+                    fetched[key] = again[key] = digest
+            else:
+                self.untimed = True
                 fetched[key] = digest
+                if from_cursor:
+                    again[key] = digest
         return changed
 
 
