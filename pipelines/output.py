@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -64,13 +65,17 @@ class _JsonFormatter(logging.Formatter):
 
 
 class _RunId(logging.Filter):
+    """Tags records with the run id of their thread (workspaces loading side by side each have
+    a run of their own), else the one the main thread set."""
+
     def __init__(self) -> None:
         super().__init__()
         self.run_id: str | None = None
+        self.local = threading.local()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "run_id"):
-            record.run_id = self.run_id
+            record.run_id = getattr(self.local, "run_id", self.run_id)
         return True
 
 
@@ -91,8 +96,16 @@ def configure(log_format: LogFormat) -> None:
 
 
 def set_run_id(run_id: str | None) -> None:
-    """Tag every message from now on with this run's id (it is in the run record too)."""
-    _run_id.run_id = run_id
+    """Tag every message of this thread from now on with this run's id (it is in the run
+    record too); set in the main thread, it is also every other thread's default."""
+    _run_id.local.run_id = run_id
+    if threading.current_thread() is threading.main_thread():
+        _run_id.run_id = run_id
+
+
+def current_run_id() -> str | None:
+    """The run id this thread's messages carry."""
+    return getattr(_run_id.local, "run_id", _run_id.run_id)
 
 
 def is_json() -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,10 @@ class Workspace:
 
 
 def write_report(
-    warehouse: Path, out_dir: Path = DEFAULT_REPORTS_DIR, workspace: str | None = None
+    warehouse: Path,
+    out_dir: Path = DEFAULT_REPORTS_DIR,
+    workspace: str | None = None,
+    destination: str = "duckdb",
 ) -> Path:
     """Execute the funnel notebook on a warehouse and write it as one self-contained HTML file.
 
@@ -79,6 +83,9 @@ def write_report(
         out_dir: folder of the report (created if missing).
         workspace: the id or name of one workspace to report on alone (see `find_workspace`);
             None: every workspace of the warehouse.
+        destination: the warehouse's dlt destination. Other than DuckDB, the marts (small,
+            aggregated tables) and `raw.workspaces` are read through the destination's own
+            connection into a DuckDB snapshot named after `warehouse`, which the notebook reads.
 
     Returns:
         The path of the HTML file: `<out_dir>/<warehouse's stem>_funnel.html`, or
@@ -90,6 +97,10 @@ def write_report(
             workspace (the message lists the ones it has), or the notebook failed; the
             message is one line.
     """
+    if destination != "duckdb":
+        with tempfile.TemporaryDirectory() as folder:
+            snapshot = snapshot_marts(destination, Path(folder) / Path(warehouse).name)
+            return write_report(snapshot, out_dir, workspace)
     warehouse = Path(warehouse).resolve()
     problem = marts_problem(warehouse)
     if problem:
@@ -111,6 +122,34 @@ def write_report(
     path = out_dir / name
     path.write_text(notebook_html(executed), encoding="utf-8")
     return path
+
+
+def snapshot_marts(destination: str, into: Path) -> Path:
+    """Copy the marts and `raw.workspaces` of a warehouse in any dlt destination (read through
+    the destination's connection, configured as a load is) into a new DuckDB file `into`.
+
+    Raises:
+        ReportError: the destination cannot be read or lacks a mart (one line).
+    """
+    from pipelines.signing_pipeline import warehouse_client
+
+    try:
+        with warehouse_client(into, destination) as client, duckdb.connect(str(into)) as local:
+            for schema, table in [("raw", "workspaces"), *(("marts", m) for m in MARTS)]:
+                local.execute(f"create schema if not exists {schema}")
+                with client.execute_query(f"select * from {schema}.{table}") as cursor:
+                    frame = cursor.df()
+                local.register("copied", frame)
+                local.execute(f"create table {schema}.{table} as select * from copied")
+                local.unregister("copied")
+    except ReportError:
+        raise
+    except Exception as error:  # the destination's own message, in one line
+        raise ReportError(
+            f"cannot read the marts of the {destination} destination: {_first_line(str(error))}"
+            f"; run `signing-etl models --destination {destination}` after a load"
+        ) from None
+    return into
 
 
 def find_workspace(warehouse: Path, workspace: str) -> Workspace:

@@ -14,11 +14,13 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import dlt
 import duckdb
@@ -41,6 +43,7 @@ from sources.signing import (
     ResourceSyncStatus,
     RunControl,
     RunStats,
+    RunStopped,
     describe_sync,
     incomplete_shipments,
     signing_source,
@@ -75,6 +78,12 @@ RESOURCES = (
 )
 
 
+class Stoppable(Protocol):
+    """What a signal stops: one run's `RunControl`, or several runs at once."""
+
+    def stop(self, reason: RunStopped) -> object: ...
+
+
 class AlreadyRunning(RuntimeError):
     """Another run holds the warehouse's lock."""
 
@@ -104,14 +113,21 @@ def pipelines_dir_for(warehouse: Path) -> Path:
     return warehouse.parent / f".{warehouse.stem}.dlt"
 
 
-def make_pipeline(warehouse: Path, workspace_id: str, destination: str = "duckdb") -> dlt.Pipeline:
+def make_pipeline(
+    warehouse: Path,
+    workspace_id: str,
+    destination: str = "duckdb",
+    pipelines_dir: Path | None = None,
+) -> dlt.Pipeline:
     """The pipeline of one workspace (`pipeline_name_for`): DuckDB at `warehouse` by default,
     any dlt destination by name; every workspace's pipeline writes the one dataset `raw`."""
-    warehouse.parent.mkdir(parents=True, exist_ok=True)
-    target: Any = duckdb_destination(warehouse) if destination == "duckdb" else destination
+    target: Any = destination
+    if destination == "duckdb":
+        warehouse.parent.mkdir(parents=True, exist_ok=True)
+        target = duckdb_destination(warehouse)
     pipeline = dlt.pipeline(
         pipeline_name=pipeline_name_for(workspace_id),
-        pipelines_dir=str(pipelines_dir_for(warehouse)),
+        pipelines_dir=str(pipelines_dir or pipelines_dir_for(warehouse)),
         destination=target,
         dataset_name=DATASET,
     )
@@ -140,21 +156,23 @@ def duckdb_destination(warehouse: Path) -> Any:
 
 
 @contextlib.contextmanager
-def exclusive(warehouse: Path) -> Iterator[None]:
-    """Hold the warehouse's run lock, or fail at once if another run has it. A run that wrote
-    nothing (a refused key, a wrong URL) takes its lock file and new folder away again."""
+def exclusive(warehouse: Path, what: str | None = None) -> Iterator[None]:
+    """Hold a run lock beside the warehouse (`.<file>.lock`, or `.<what>.lock`), or fail at
+    once if another run has it. A run that wrote nothing (a refused key, a wrong URL) takes
+    its lock file and new folder away again."""
     folder = warehouse.parent
     created = [p for p in (folder, *folder.parents) if not p.exists()]
     folder.mkdir(parents=True, exist_ok=True)
-    lock_path = folder / f".{warehouse.name}.lock"
+    lock_path = folder / f".{what or warehouse.name}.lock"
     with open(lock_path, "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
+            where = what or warehouse
             raise AlreadyRunning(
-                f"another load is running on {warehouse} ({holder}); try again when it ends"
+                f"another load is running on {where} ({holder}); try again when it ends"
             ) from None
         handle.seek(0)
         handle.truncate()
@@ -163,7 +181,7 @@ def exclusive(warehouse: Path) -> Iterator[None]:
         try:
             yield
         finally:
-            if not warehouse.exists() and not pipelines_dir_for(warehouse).exists():
+            if what or (not warehouse.exists() and not pipelines_dir_for(warehouse).exists()):
                 lock_path.unlink(missing_ok=True)
                 for made in created:  # innermost first
                     with contextlib.suppress(OSError):
@@ -194,33 +212,45 @@ def load_incremental(
     The state belongs to the workspace the key's `/me` names, so the source is asked first and
     the workspace's own pipeline is used (`workspace_state`). `full_refresh` deletes only this
     workspace's rows and state. `workspace_name` is the configured entry, kept in the run record.
+
+    DuckDB takes one writer, so a DuckDB load holds the file's lock for its whole run. Other
+    destinations take concurrent writers: a load there holds only its workspace's lock, and
+    its state comes from the destination every time (dlt's working folder is temporary), so
+    loads from several machines or of several workspaces at once never mix their state.
     """
     control = control or RunControl()
     started = datetime.now(UTC)
+    local = destination == "duckdb"
     try:
-        if destination == "duckdb":
-            check_folder(warehouse.parent)
-        with exclusive(warehouse):
-            if destination == "duckdb":
+        with contextlib.ExitStack() as held:
+            if local:
+                check_folder(warehouse.parent)
+                held.enter_context(exclusive(warehouse))
                 check_file(warehouse)
             source = signing_source(
                 since=since, max_requests=max_requests, control=control, **source_options
             )
             workspace_id = str(control.workspace_id)
-            pipeline = make_pipeline(warehouse, workspace_id, destination)
+            pipelines_dir = pipelines_dir_for(warehouse)
+            if not local:
+                held.enter_context(exclusive(warehouse, f"{destination}.{workspace_id}"))
+                pipelines_dir = Path(held.enter_context(tempfile.TemporaryDirectory()))
+            pipeline = make_pipeline(warehouse, workspace_id, destination, pipelines_dir)
             if adopt_legacy_state(pipeline):
-                shutil.rmtree(pipelines_dir_for(warehouse) / LEGACY_PIPELINE_NAME, True)
+                shutil.rmtree(pipelines_dir / LEGACY_PIPELINE_NAME, True)
             if full_refresh:
                 forget_workspace(pipeline, workspace_id)
                 pipeline.drop()  # the local copy of its state goes too
-                pipeline = make_pipeline(warehouse, workspace_id, destination)
+                pipeline = make_pipeline(warehouse, workspace_id, destination, pipelines_dir)
             if resources:
                 source = source.with_resources(*_checked_resources(resources))
-            if since and not full_refresh and describe_sync(pipeline.state):
-                control.stats.warn(
-                    "--since is ignored: this workspace already has cursors "
-                    "(--full-refresh starts again from --since)"
-                )
+            if since and not full_refresh:
+                pipeline.sync_destination()
+                if describe_sync(pipeline.state):
+                    control.stats.warn(
+                        "--since is ignored: this workspace already has cursors "
+                        "(--full-refresh starts again from --since)"
+                    )
             return _run(pipeline, source, control, started, workspace_name)
     finally:
         control.finish()
@@ -235,9 +265,14 @@ def _run(
 ) -> LoadResult:
     """Run the pipeline with signals turned into a clean stop, then record the run."""
     stats = control.stats
+    steps: _Steps | None = None
     try:
         with stop_on_signals(control):
-            info = pipeline.run(source)
+            if pipeline.destination.destination_name == "duckdb":
+                info = pipeline.run(source)
+            else:
+                steps = _Steps()
+                info = steps.run(pipeline, source)
     except Exception as error:
         why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         failed = LoadResult(
@@ -257,9 +292,9 @@ def _run(
         started,
         datetime.now(UTC),
         stats,
-        _row_counts(pipeline),
+        steps.rows if steps else _row_counts(pipeline),
         stats.stop_reason,
-        _step_seconds(pipeline),
+        steps.seconds if steps else _step_seconds(pipeline),
         reason.exit_code if reason else 0,
         control.workspace_id,
         workspace_name,
@@ -272,6 +307,39 @@ def _run(
     outcome = "completed" if reason is None else "stopped" if reason.exit_code != 1 else "failed"
     record_run(pipeline, _run_record(result, outcome, control))
     return result
+
+
+# One lock per destination for the load step of workspaces loading side by side in this
+# process: two first loads creating the same tables at once collide in the database's catalog
+# (Postgres: duplicate key in pg_type). Fetching, the long part, stays side by side.
+_LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+@dataclass
+class _Steps:
+    """`pipeline.run` as its three steps, with the load step under its destination's lock;
+    rows and seconds as `_row_counts` and `_step_seconds` read them from a run's trace."""
+
+    rows: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def run(self, pipeline: dlt.Pipeline, source: Any) -> LoadInfo:
+        pipeline.sync_destination()  # the state, from the destination (the folder is new)
+        self._timed("extract", pipeline.extract, source)
+        normalized = self._timed("normalize", pipeline.normalize)
+        self.rows = {
+            table: n for table, n in normalized.row_counts.items() if not table.startswith("_dlt")
+        }
+        with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
+            info: LoadInfo = self._timed("load", pipeline.load)
+        return info
+
+    def _timed(self, step: str, call: Any, *args: Any) -> Any:
+        began = time.monotonic()
+        try:
+            return call(*args)
+        finally:
+            self.seconds[step] = time.monotonic() - began
 
 
 def _run_record(result: LoadResult, outcome: str, control: RunControl) -> dict[str, Any]:
@@ -297,7 +365,7 @@ def _run_record(result: LoadResult, outcome: str, control: RunControl) -> dict[s
 
 
 @contextlib.contextmanager
-def stop_on_signals(control: RunControl) -> Iterator[None]:
+def stop_on_signals(control: Stoppable) -> Iterator[None]:
     """SIGINT and SIGTERM stop the run cleanly (what was fetched is loaded); a second one of
     the same kind acts as usual and ends the process at once. Only in the main thread."""
     if threading.current_thread() is not threading.main_thread():
@@ -469,13 +537,58 @@ class Status:
         return self.only.interrupted
 
 
-def status(warehouse: Path = DEFAULT_WAREHOUSE) -> Status:
+def status(warehouse: Path = DEFAULT_WAREHOUSE, destination: str = "duckdb") -> Status:
     """The recent runs, and per workspace its cursors and row counts, read without writing."""
-    if not warehouse.exists():
-        raise FileNotFoundError(f"no warehouse at {warehouse}; run `signing-etl load` first")
-    with duckdb.connect(str(warehouse), read_only=True) as connection:
-        client = ReadOnlyDuckDB(connection, DATASET)
+    with warehouse_client(warehouse, destination) as client:
         return read_status(client, warehouse)
+
+
+@contextlib.contextmanager
+def warehouse_client(warehouse: Path, destination: str = "duckdb") -> Iterator[Any]:
+    """A SQL client of the warehouse's `raw` dataset for reading: a read-only DuckDB
+    connection (the file may be open elsewhere), or dlt's SQL client of any other destination,
+    configured as a load is (e.g. `DESTINATION__POSTGRES__CREDENTIALS`)."""
+    if destination == "duckdb":
+        if not warehouse.exists():
+            raise FileNotFoundError(f"no warehouse at {warehouse}; run `signing-etl load` first")
+        with duckdb.connect(str(warehouse), read_only=True) as connection:
+            yield ReadOnlyDuckDB(connection, DATASET)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        reader = dlt.pipeline(
+            pipeline_name="signing_reader",
+            pipelines_dir=folder,
+            destination=destination,
+            dataset_name=DATASET,
+        )
+        with reader.sql_client() as client:
+            if not client.has_dataset():
+                raise FileNotFoundError(
+                    f"no dataset {DATASET} in the {destination} destination; "
+                    f"run `signing-etl load --destination {destination}` first"
+                )
+            yield client
+
+
+def read_only_query(
+    warehouse: Path, query: str, most: int, destination: str = "duckdb"
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The column names and at most `most` rows of one query, run where nothing can be
+    written: a read-only DuckDB connection, or a read-only transaction of the destination."""
+    with warehouse_client(warehouse, destination) as client:
+        if isinstance(client, ReadOnlyDuckDB):
+            cursor = client.connection.execute(query)
+            names = [d[0] for d in cursor.description or []]
+            return names, cursor.fetchmany(most)
+        native = client.native_connection
+        with native.cursor() as cursor:
+            # For the session, not one transaction: dlt's connection may be in autocommit.
+            cursor.execute("set session characteristics as transaction read only")
+            cursor.execute(query)
+            names = [d[0] for d in cursor.description or []]
+            rows = [tuple(row) for row in cursor.fetchmany(most)] if cursor.description else []
+        native.rollback()
+        return names, rows
 
 
 def read_status(client: Any, warehouse: Path) -> Status:
@@ -520,14 +633,14 @@ class ReadOnlyDuckDB:
     connection (dlt's own client opens the file for writing)."""
 
     def __init__(self, connection: duckdb.DuckDBPyConnection, dataset_name: str) -> None:
-        self._connection = connection
+        self.connection = connection
         self.dataset_name = dataset_name
 
     def make_qualified_table_name(self, table: str) -> str:
         return f'"{self.dataset_name}"."{table}"'
 
     def execute_sql(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        return self._connection.execute(sql.replace("%s", "?"), list(args)).fetchall()
+        return self.connection.execute(sql.replace("%s", "?"), list(args)).fetchall()
 
 
 def _state_of(states: dict[str, StoredState], workspace_id: str) -> dict[str, Any]:
