@@ -2,11 +2,13 @@
 
 For an initial and an incremental load with the service's limits on: requests made divided by
 the minimum needed, 429s received, the achieved request rate divided by the rate the limits
-allow, and wall time. Then rows per second of the pipeline with the network taken out (limits
-off, pacer unbounded).
+allow, and wall time. Then records per second with the network taken out (limits off, pacer
+unbounded), ours and the peer (dlt's generic `rest_api` source, `benchmarks.peer`) side by side
+in the same run.
 
     uv run python -m benchmarks.load_bench                 # defaults: 500 shipments, plan pro
     uv run python -m benchmarks.load_bench --shipments 2000 --plan business
+    uv run python -m benchmarks.load_bench --only-unlimited --unlimited-shipments 3000 --rounds 3
 
 The minimum is computed from the sandbox's own records, not from the pipeline: one page per
 200 records (at least one) of each list endpoint, two child requests (events, fields) per new
@@ -20,14 +22,14 @@ import argparse
 import math
 import os
 import shutil
-import subprocess
-import sys
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from benchmarks.child import DEFAULT_WORKERS, run_load
 from pipelines.signing_pipeline import LoadResult, load_incremental
 from sandbox import PLAN_REQUESTS_PER_MINUTE, RunningSandbox, SandboxConfig, Store
 
@@ -88,49 +90,32 @@ def limited(shipments: int, plan: str, workdir: Path) -> None:
         )
 
 
-def unlimited(shipments: int, workdir: Path) -> None:
-    """Rows per second with the network out of the way: the sandbox in its own process with
-    limits off (in this process it would compete for the interpreter lock), pacer unbounded."""
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipelines.cli",
-            "sandbox",
-            "--port",
-            "0",
-            "--no-limits",
-            "--seed",
-            "6",
-            "--shipments",
-            str(shipments),
-            "--start",
-            "2026-01-01",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        lines = [server.stdout.readline() for _ in range(2)]
-        base_url = lines[0].split(" at ")[1].strip()
-        os.environ["SOURCES__SIGNING__BASE_URL"] = base_url
-        os.environ["SOURCES__SIGNING__API_KEY"] = lines[1].removeprefix("API key:").strip()
-        result = load_incremental(
-            workdir / "unlimited.duckdb", requests_per_second=100_000, burst=1_000, concurrency=16
-        )
-    finally:
-        server.terminate()
-        server.wait(10)
-    rows = sum(result.rows.values())
-    steps = result.step_seconds
+def unlimited(shipments: int, rounds: int, workers: int, workdir: Path) -> None:
+    """Records per second with the network out of the way, ours and the peer (dlt's `rest_api`
+    source configured for the same API, `benchmarks.peer`) side by side: one sandbox with its
+    limits off served by this process, each load in a fresh child process into its own
+    warehouse (DuckDB fed with parquet, as ours loads), the same number of child requests in
+    flight, the sides alternating first. Records: documents, shipments, contacts and audit
+    events loaded; the rate is records over the load's wall time (extract, normalize, load)."""
+    config = SandboxConfig(seed=6, shipments=shipments, start_ms=START_MS, limits_enabled=False)
+    rates: dict[str, list[float]] = {"ours": [], "peer": []}
+    with RunningSandbox(config) as running:
+        for number in range(rounds):
+            for side in ("ours", "peer") if number % 2 == 0 else ("peer", "ours"):
+                warehouse = workdir / f"{side}-{number}" / "signing.duckdb"
+                load = run_load(side, warehouse, running.base_url, running.api_key, workers=workers)
+                rate = load.records / load.seconds
+                rates[side].append(rate)
+                print(
+                    f"unlimited {side}: {load.records:,} records in {load.seconds:.1f} s = "
+                    f"{rate:,.0f} records/s ({sum(load.rows.values()):,} rows; {load.steps}; "
+                    f"peak RSS {load.max_rss_mib:,.0f} MiB)",
+                    flush=True,
+                )
+    ours, peer = statistics.median(rates["ours"]), statistics.median(rates["peer"])
     print(
-        f"unlimited load  : {rows:,} rows in {result.seconds:.1f} s = "
-        f"{rows / result.seconds:,.0f} rows/s end to end ({result.stats.requests:,} requests, "
-        f"{result.stats.requests / steps['extract']:,.0f}/s while extracting); extract "
-        f"{steps['extract']:.1f} s, normalize {steps['normalize']:.1f} s, load "
-        f"{steps['load']:.1f} s"
+        f"unlimited, median of {rounds}: ours {ours:,.0f} records/s, peer {peer:,.0f} "
+        f"records/s: ours / peer = {ours / peer:.2f}"
     )
 
 
@@ -144,11 +129,15 @@ def main() -> None:
     parser.add_argument("--shipments", type=int, default=500)
     parser.add_argument("--plan", choices=sorted(PLAN_REQUESTS_PER_MINUTE), default="pro")
     parser.add_argument("--unlimited-shipments", type=int, default=3_000)
+    parser.add_argument("--rounds", type=int, default=2, help="unlimited loads of each side")
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS)
+    parser.add_argument("--only-unlimited", action="store_true", help="skip the limited loads")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="signing-bench-"))
     try:
-        limited(args.shipments, args.plan, workdir)
-        unlimited(args.unlimited_shipments, workdir)
+        if not args.only_unlimited:
+            limited(args.shipments, args.plan, workdir)
+        unlimited(args.unlimited_shipments, args.rounds, args.workers, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
