@@ -234,7 +234,7 @@ def test_a_daily_stop_is_a_stopped_run_not_a_failed_one(deployment: Deployment) 
     limited = {"limits_enabled": True, **UNBOUND, "daily_requests": 3}
     admin(running, "PATCH", f"/config?workspace={workspace}", limited)
     try:
-        result = deployment.materialize("beta", models=False)
+        result = deployment.materialize("beta", models=True)  # the daily job, as scheduled
     finally:
         admin(
             running,
@@ -255,9 +255,12 @@ def test_a_daily_stop_is_a_stopped_run_not_a_failed_one(deployment: Deployment) 
     (reason,) = {c.description for c in completed}
     assert reason is not None
     assert "daily limit" in reason
-    # What was fetched is loaded, and the run is recorded as the CLI records a stop.
+    # What was fetched is loaded, the marts are rebuilt from it, and the run is recorded as the
+    # CLI records a stop.
     materialized = metadata_of(result, dg.AssetKey(["signing", "workspaces"]))
     assert materialized["outcome"] == "stopped"
+    rebuilt = {e.asset_key for e in result.get_asset_materialization_events()}
+    assert set(MART_KEYS) <= rebuilt
     with duckdb.connect(str(deployment.warehouse), read_only=True) as db:
         last = db.execute(
             "select outcome, stop_reason from raw._signing_runs where workspace_id = ? "
