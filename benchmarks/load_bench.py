@@ -2,7 +2,9 @@
 
 For an initial and an incremental load with the service's limits on: requests made divided by
 the minimum needed, 429s received, the achieved request rate divided by the rate the limits
-allow, and wall time. Then records per second with the network taken out (limits off, pacer
+allow, and wall time; then a no-change and an incremental run of the CLI, each in a process
+of its own, with their wall time against the time they had requests on the wire (the fixed
+overhead of a run). Then records per second with the network taken out (limits off, pacer
 unbounded), ours and the peer (dlt's generic `rest_api` source, `benchmarks.peer`) side by side
 in the same run.
 
@@ -19,11 +21,15 @@ GET /webhooks.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +94,37 @@ def limited(shipments: int, plan: str, workdir: Path) -> None:
             minimum_requests(first, second),
             allowed,
         )
+        cli_run("no-change run (CLI)  ", warehouse, running)
+        httpx.post(f"{running.root_url}/_sandbox/advance", json={"hours": 6}).raise_for_status()
+        cli_run("incremental run (CLI)", warehouse, running)
+
+
+def cli_run(label: str, warehouse: Path, running: RunningSandbox) -> None:
+    """`signing-etl load --no-models` as a scheduler starts it, in a process of its own: its wall
+    time (start-up and tail included) against the wall time it had requests on the wire."""
+    env = {**os.environ, "SOURCES__SIGNING__API_KEY": running.api_key}
+    env["SOURCES__SIGNING__BASE_URL"] = running.base_url
+    command = [sys.executable, "-m", "pipelines.cli", "--log-format", "json", "load"]
+    began = time.monotonic()
+    done = subprocess.run(
+        [*command, "--no-models", "--duckdb", str(warehouse)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.monotonic() - began
+    summary = next(
+        entry
+        for entry in map(json.loads, done.stderr.splitlines())
+        if entry.get("message") == "load summary"
+    )
+    on_wire = float(summary["request_seconds"])
+    print(
+        f"{label}: exit {done.returncode}, wall {wall:.2f} s, {summary['requests']} requests "
+        f"on the wire {on_wire:.2f} s: {wall - on_wire:.2f} s beyond its requests",
+        flush=True,
+    )
 
 
 def unlimited(shipments: int, rounds: int, workers: int, workdir: Path) -> None:

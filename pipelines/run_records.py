@@ -31,6 +31,7 @@ RUN_COLUMNS: dict[str, str] = {
     "throttled": "bigint",
     "retries": "bigint",
     "waited_seconds": "double precision",
+    "request_seconds": "double precision",
     "truncated_trails": "bigint",
     "rows": "varchar",
     "requests_by_endpoint": "varchar",

@@ -357,6 +357,7 @@ def _run_record(result: LoadResult, outcome: str, control: RunControl) -> dict[s
         "throttled": stats.throttled,
         "retries": stats.retries,
         "waited_seconds": round(stats.waited_seconds, 3),
+        "request_seconds": round(stats.request_seconds, 3),
         "truncated_trails": stats.truncated_trails,
         "rows": dict(result.rows),
         "requests_by_endpoint": dict(stats.by_endpoint),

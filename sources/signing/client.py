@@ -160,6 +160,7 @@ class SigningClient:
         """One request through the pacer; the pacer learns from whatever comes back."""
         self.control.check()
         ticket = self.pacer.acquire()
+        self.stats.request_sent()
         try:
             response = self._http.get(path, params=params)
             body = response.json() if response.content else None
@@ -173,6 +174,8 @@ class SigningClient:
         except httpx.HTTPError as error:  # a bad URL or header: no retry can help
             self._failed(ticket)
             raise SigningAPIError(f"cannot send GET {path}: {error}") from None
+        finally:
+            self.stats.request_done()
         if response.status_code < 500:
             self._failing_since = None
         self.stats.count_request(endpoint)

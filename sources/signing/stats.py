@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -18,16 +19,34 @@ class RunStats:
     retries: int = 0
     truncated_trails: int = 0  # audit trails cut at the API's cap (the oldest events missing)
     waited_seconds: float = 0.0  # wall time during which some request waited for the limits
+    request_seconds: float = 0.0  # wall time during which some request was on the wire
     by_endpoint: Counter[str] = field(default_factory=Counter)
     rows: Counter[str] = field(default_factory=Counter)
     stop_reason: str | None = None
     warnings: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _in_flight: int = field(default=0, repr=False)
+    _busy_since: float = field(default=0.0, repr=False)
 
     def count_request(self, endpoint: str) -> None:
         with self._lock:
             self.requests += 1
             self.by_endpoint[endpoint] += 1
+
+    def request_sent(self) -> None:
+        """A request went out; with `request_done`, it measures the wall time the run spent
+        with requests on the wire (overlapping ones counted once), so that what a run costs
+        beyond its requests can be told apart."""
+        with self._lock:
+            if self._in_flight == 0:
+                self._busy_since = time.monotonic()
+            self._in_flight += 1
+
+    def request_done(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self.request_seconds += time.monotonic() - self._busy_since
 
     def count_failed_attempt(self) -> None:
         with self._lock:
