@@ -79,7 +79,7 @@ WORKSPACE_TAG = "signing/workspace"
 LOAD_COMPLETED = "load_completed"
 FRESH = "fresh"
 DAILY_CRON = "15 2 * * *"  # as the README's cron line
-FRESH_WITHIN = timedelta(hours=26)  # a daily load, with room for a slow night
+FRESH_HOURS = 26  # a daily load, with room for a slow night
 FRESHNESS_CRON = "0 * * * *"
 # Errors a load ends with that the CLI reports in one line (no traceback); others are bugs.
 EXPECTED_FAILURES = (
@@ -333,7 +333,7 @@ def raw_freshness(
     keys: Sequence[dg.AssetKey], partitions: dg.PartitionsDefinition[str]
 ) -> dg.AssetChecksDefinition:
     """One `fresh` check per raw table: every workspace (partition) was materialized within
-    `FRESH_WITHIN`. A stopped load counts (it loaded what it could); a failed one does not."""
+    `FRESH_HOURS`. A stopped load counts (it loaded what it could); a failed one does not."""
 
     @dg.multi_asset_check(
         name="signing_raw_freshness",
@@ -341,7 +341,7 @@ def raw_freshness(
             dg.AssetCheckSpec(
                 FRESH,
                 asset=key,
-                description=f"Every workspace loaded within the last {FRESH_WITHIN}.",
+                description=f"Every workspace loaded within the last {FRESH_HOURS} h.",
             )
             for key in keys
         ],
@@ -357,7 +357,7 @@ def raw_freshness(
                     limit=1,
                 ).records
                 last[name] = found[0].timestamp if found else None
-            bound = (now - FRESH_WITHIN).timestamp()
+            bound = (now - timedelta(hours=FRESH_HOURS)).timestamp()
             stale = [name for name, at in last.items() if at is None or at < bound]
             yield dg.AssetCheckResult(
                 asset_key=check_key.asset_key,
@@ -365,9 +365,9 @@ def raw_freshness(
                 passed=not stale,
                 severity=dg.AssetCheckSeverity.WARN,
                 description=(
-                    f"not loaded within {FRESH_WITHIN}: {', '.join(stale)}"
+                    f"not loaded within {FRESH_HOURS} h: {', '.join(stale)}"
                     if stale
-                    else f"every workspace loaded within {FRESH_WITHIN}"
+                    else f"every workspace loaded within {FRESH_HOURS} h"
                 ),
                 metadata={
                     "last_loaded": dg.MetadataValue.json(

@@ -29,6 +29,7 @@ from orchestration.dagster_defs import (
 )
 from pipelines.signing_pipeline import RESOURCES
 from sandbox import JSON, RunningSandbox
+from sources.signing import RunControl, signing_source
 from tests.models.test_marts import assert_marts_match
 from tests.models.workspaces import colliding_workspaces, workspace_marts
 from tests.sources.test_resilience import UNBOUND
@@ -195,6 +196,20 @@ def test_lineage_runs_from_the_dlt_assets_to_every_mart(deployment: Deployment) 
     assert all("dlt" in (graph.get(k).kinds or set()) for k in RAW)
 
 
+def test_the_raw_assets_are_the_resources_the_source_loads(deployment: Deployment) -> None:
+    running = deployment.running
+    control = RunControl()
+    try:
+        source = signing_source(
+            api_key=running.api_keys[0], base_url=running.base_url, control=control
+        )
+    finally:
+        control.finish()
+    raw_assets = deployment.defs.resolve_assets_def(RAW[0])
+    from_dlt = {key for key in raw_assets.keys if not key.path[-1].startswith("_")}
+    assert from_dlt == {dg.AssetKey(["signing", name]) for name in source.selected_resources}
+
+
 # ---------------------------------------------------------------------- a later materialization
 def shipments_of(running: RunningSandbox, position: int) -> dict[str, JSON]:
     store = running.stores[position]
@@ -349,5 +364,5 @@ def test_freshness_checks_name_the_workspaces_not_loaded_lately(deployment: Depl
     # alpha and beta loaded moments ago; gamma's key is refused, so it never loaded.
     assert not any(c.passed for c in fresh)
     assert {c.description for c in fresh} == {
-        f"not loaded within {dagster_defs.FRESH_WITHIN}: {REFUSED}"
+        f"not loaded within {dagster_defs.FRESH_HOURS} h: {REFUSED}"
     }
