@@ -9,6 +9,7 @@ import json
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -108,9 +109,18 @@ def load(
         str, typer.Option(help="Any dlt destination; its credentials come from dlt config.")
     ] = "duckdb",
     no_models: Annotated[bool, typer.Option("--no-models", help="Skip the dbt models.")] = False,
+    parallel: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Workspaces loading at once, for destinations that take concurrent writers "
+            "(postgres); DuckDB takes one writer.",
+        ),
+    ] = 1,
 ) -> None:
     """Run one incremental sync of each configured workspace into the warehouse (then the
-    models). Workspaces load one after another, each paced by its own key.
+    models). Workspaces load one after another (or `--parallel N` at once where the
+    destination takes concurrent writers), each paced by its own key.
 
     Exit 0: done. Exit 75: stopped early on purpose (daily limit or --max-requests); what was
     fetched is loaded and the next run continues. Other non-zero: failed (reason on stderr).
@@ -126,33 +136,29 @@ def load(
         entries = choose(configured_workspaces(), workspace or [])
     except WorkspaceConfigError as error:
         raise fail(str(error)) from None
+    if parallel > 1 and destination == "duckdb":
+        raise fail(
+            "DuckDB takes one writer, so workspaces load one after another: --parallel needs "
+            "a destination that takes concurrent writers, such as --destination postgres"
+        )
     chosen = [r.strip() for r in resources.split(",") if r.strip()] if resources else None
     several = len(entries) > 1
-    outcomes: list[_Outcome] = []
-    for entry in entries:
-        outcome = _load_workspace(
-            entry,
-            duckdb,
-            several,
-            since=since,
-            full_refresh=full_refresh,
-            resources=chosen,
-            max_requests=max_requests,
-            destination=destination,
-        )
-        outcomes.append(outcome)
-        if not several and outcome.result is None:  # nothing loaded: as before, one line
-            if outcome.code == 1:
-                raise fail(str(outcome.reason))
-            output.warning(f"stopped early: {outcome.reason}", exit_code=outcome.code)
-            raise typer.Exit(outcome.code)
-        if outcome.code > 128 or outcome.fatal:  # the others wait for the next run
-            break
+    options: dict[str, Any] = {
+        "since": since,
+        "full_refresh": full_refresh,
+        "resources": chosen,
+        "max_requests": max_requests,
+        "destination": destination,
+    }
+    if parallel > 1 and several:
+        outcomes = _load_side_by_side(entries, duckdb, min(parallel, len(entries)), options)
+    else:
+        outcomes = _load_one_after_another(entries, duckdb, several, options)
     if several:
         output.set_run_id(None)  # the lines about all workspaces belong to no one run
         _summary_of_workspaces(outcomes, len(entries))
-    if not no_models and destination == "duckdb" and any(o.result for o in outcomes):
-        _build_models(duckdb)  # also after a stop: the marts show what is complete
+    if not no_models and any(o.result for o in outcomes):
+        _build_models(duckdb, destination=destination)  # after a stop too: marts of what is whole
     code = worst_exit_code(o.code for o in outcomes)
     if not several and code == 1:
         raise fail(f"{outcomes[0].reason}; what was fetched is loaded, the next run continues")
@@ -160,6 +166,58 @@ def load(
         output.warning(f"stopped early: {outcomes[0].reason}", exit_code=code)
     if code:
         raise typer.Exit(code)
+
+
+def _load_one_after_another(
+    entries: list[WorkspaceEntry], warehouse: Path, several: bool, options: dict[str, Any]
+) -> list[_Outcome]:
+    """Each workspace in turn. A single workspace that loaded nothing ends the command with
+    its one line, as before workspaces were several; a signal or an unusable warehouse leaves
+    the rest for the next run."""
+    outcomes: list[_Outcome] = []
+    for entry in entries:
+        outcome = _load_workspace(entry, warehouse, several, RunControl(), **options)
+        outcomes.append(outcome)
+        if not several and outcome.result is None:
+            if outcome.code == 1:
+                raise fail(str(outcome.reason))
+            output.warning(f"stopped early: {outcome.reason}", exit_code=outcome.code)
+            raise typer.Exit(outcome.code)
+        if outcome.code > 128 or outcome.fatal:
+            break
+    return outcomes
+
+
+def _load_side_by_side(
+    entries: list[WorkspaceEntry], warehouse: Path, width: int, options: dict[str, Any]
+) -> list[_Outcome]:
+    """Up to `width` workspaces at once, each in a thread with its own pipeline, key and
+    pacer. SIGINT/SIGTERM stop every one of them cleanly (signals reach only this thread);
+    workspaces not started by then wait for the next run."""
+    controls = {entry.name: RunControl() for entry in entries}
+    group = _ControlGroup(list(controls.values()))
+
+    def one(entry: WorkspaceEntry) -> _Outcome | None:
+        if group.stopped:
+            return None
+        return _load_workspace(entry, warehouse, True, controls[entry.name], **options)
+
+    with pipeline.stop_on_signals(group), ThreadPoolExecutor(width) as pool:
+        results = list(pool.map(one, entries))
+    return [outcome for outcome in results if outcome is not None]
+
+
+class _ControlGroup:
+    """Several runs stopped as one, by a signal."""
+
+    def __init__(self, controls: list[RunControl]) -> None:
+        self._controls = controls
+        self.stopped = False
+
+    def stop(self, reason: RunStopped) -> None:
+        self.stopped = True
+        for control in self._controls:
+            control.stop(reason)
 
 
 @dataclass
@@ -176,12 +234,11 @@ class _Outcome:
 
 
 def _load_workspace(
-    entry: WorkspaceEntry, warehouse: Path, several: bool, **options: Any
+    entry: WorkspaceEntry, warehouse: Path, several: bool, control: RunControl, **options: Any
 ) -> _Outcome:
     """One workspace's load with its progress line; with several workspaces, one line as it
     ends, else the summary table. A failure before anything was loaded is an outcome with
     its one-line reason, not an exception, so the next workspace still loads."""
-    control = RunControl()
     output.set_run_id(control.run_id)
     if several:
         output.info(f"workspace {entry.name}: loading from {entry.base_url}")
@@ -254,19 +311,28 @@ def models(
         pipeline.DEFAULT_WAREHOUSE
     ),
     select: Annotated[str | None, typer.Option(help="dbt selection, e.g. marts.")] = None,
+    destination: Annotated[
+        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
+    ] = "duckdb",
 ) -> None:
     """Rebuild the dbt models (staging views, marts tables) on the loaded raw data."""
-    _build_models(duckdb, select)
+    _build_models(duckdb, select, destination)
 
 
-def _build_models(warehouse: Path, select: str | None = None) -> ModelsResult:
-    """Run dbt; a failure is one line on stderr and exit 1, and the raw data stays as loaded."""
+def _build_models(
+    warehouse: Path, select: str | None = None, destination: str = "duckdb"
+) -> ModelsResult:
+    """Run dbt on the destination's warehouse (its dbt target follows the destination); a
+    failure is one line on stderr and exit 1, and the raw data stays as loaded."""
     from pipelines.models import ModelsError, build_models, check_warehouse
 
     try:
-        check_warehouse(warehouse)
+        if destination == "duckdb":
+            check_warehouse(warehouse)
         output.info("Building the models (dbt)…")
-        result = build_models(warehouse, select=select)
+        # Other destinations pick their dbt target (issue 12's models work passes it on).
+        target: dict[str, Any] = {} if destination == "duckdb" else {"destination": destination}
+        result = build_models(warehouse, select=select, **target)
     except ModelsError as error:
         raise fail(f"models: {error}") from None
     if not result.success:
@@ -327,14 +393,20 @@ def report(
             "service. Default: every workspace, each apart.",
         ),
     ] = None,
+    destination: Annotated[
+        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
+    ] = "duckdb",
 ) -> None:
     """Run the funnel notebook on the warehouse's marts and write a self-contained HTML report."""
-    path = _write_report(duckdb, out_dir, workspace)
+    path = _write_report(duckdb, out_dir, workspace, destination)
     out.print(path.resolve(), highlight=False, soft_wrap=True)
 
 
 def _write_report(
-    warehouse: Path, out_dir: Path | None = None, workspace: str | None = None
+    warehouse: Path,
+    out_dir: Path | None = None,
+    workspace: str | None = None,
+    destination: str = "duckdb",
 ) -> Path:
     """Write the report (to `reports/` by default); a failure is one line on stderr, exit 1."""
     # Imported here: the notebook machinery takes half a second that other commands don't need.
@@ -342,17 +414,17 @@ def _write_report(
 
     output.info("Writing the report (runs notebooks/signing_funnel.ipynb)…")
     try:
-        chosen = _configured_workspace_id(warehouse, workspace) if workspace else None
-        return write_report(warehouse, out_dir or DEFAULT_REPORTS_DIR, chosen)
+        chosen = _configured_workspace_id(warehouse, workspace, destination) if workspace else None
+        return write_report(warehouse, out_dir or DEFAULT_REPORTS_DIR, chosen, destination)
     except ReportError as error:
         raise fail(f"report: {error}") from None
 
 
-def _configured_workspace_id(warehouse: Path, workspace: str) -> str:
+def _configured_workspace_id(warehouse: Path, workspace: str, destination: str) -> str:
     """The workspace id a configured name (`--workspace` of `load`) was last loaded as, or
     `workspace` as given (an id or the service's name, which the report resolves)."""
     try:
-        found = pipeline.status(warehouse)
+        found = pipeline.status(warehouse, destination)
     except Exception:  # the report names what is wrong with the warehouse
         return workspace
     named = [w.workspace_id for w in found.workspaces if w.configured_as == workspace]
@@ -364,10 +436,13 @@ def status(
     duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = (
         pipeline.DEFAULT_WAREHOUSE
     ),
+    destination: Annotated[
+        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
+    ] = "duckdb",
 ) -> None:
     """Show the last run, the cursors and the row counts of a warehouse."""
     try:
-        found = pipeline.status(duckdb)
+        found = pipeline.status(duckdb, destination)
     except FileNotFoundError as error:
         raise fail(str(error)) from None
     except Exception as error:  # a locked or foreign file: say so in one line
@@ -469,21 +544,20 @@ def sql(
         str, typer.Option("--format", help="table (for people), csv or json (one object a row).")
     ] = "table",
     limit: Annotated[int, typer.Option(min=1, help="Rows printed at most.")] = 1000,
+    destination: Annotated[
+        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
+    ] = "duckdb",
 ) -> None:
     """Run a read-only SQL query on the warehouse and print the result."""
-    import duckdb as duck
-
     if output_format not in ("table", "csv", "json"):
         raise fail("--format must be table, csv or json")
-    if not duckdb.exists():
-        raise fail(f"no warehouse at {duckdb}")
     try:
-        with duck.connect(str(duckdb), read_only=True) as connection:
-            cursor = connection.execute(query)
-            names = [d[0] for d in cursor.description or []]
-            rows = cursor.fetchmany(limit + 1)
-    except duck.Error as error:
-        raise fail(str(error).splitlines()[0]) from None
+        names, rows = pipeline.read_only_query(duckdb, query, limit + 1, destination)
+    except FileNotFoundError as error:
+        raise fail(str(error)) from None
+    except Exception as error:  # the database's own message, in one line
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise fail(first) from None
     cut = len(rows) > limit
     _print_rows(names, rows[:limit], output_format)
     if cut:
@@ -524,7 +598,8 @@ def _costs(stats: RunStats, seconds: float) -> str:
     return (
         f"{stats.requests:,} requests, {stats.throttled} answered 429, {stats.retries} "
         f"retried, {stats.failed_attempts} got no answer, {stats.waited_seconds:.1f} s "
-        f"waited for limits, {seconds:.1f} s in all"
+        f"waited for limits, {stats.request_seconds:.1f} s with requests on the wire, "
+        f"{seconds:.1f} s in all"
     )
 
 
@@ -541,6 +616,7 @@ def _summary(result: pipeline.LoadResult, seconds: float, several: bool = False)
             retries=stats.retries,
             failed_attempts=stats.failed_attempts,
             waited_seconds=round(stats.waited_seconds, 3),
+            request_seconds=round(stats.request_seconds, 3),
             seconds=round(seconds, 3),
             truncated_trails=stats.truncated_trails,
             workspace_id=result.workspace_id,
@@ -613,7 +689,8 @@ class Progress:
 
     def __enter__(self) -> Progress:
         self._started = time.monotonic()
-        if err.is_terminal and not output.is_json():
+        main = threading.current_thread() is threading.main_thread()
+        if err.is_terminal and not output.is_json() and main:
             self._live = RichProgress(
                 SpinnerColumn(),
                 TimeElapsedColumn(),
@@ -624,7 +701,8 @@ class Progress:
             self._live.add_task("load", total=None)
             self._live.start()
         else:
-            self._thread = threading.Thread(target=self._log_lines, daemon=True)
+            run_id = output.current_run_id()  # the lines belong to this thread's run
+            self._thread = threading.Thread(target=self._log_lines, args=(run_id,), daemon=True)
             self._thread.start()
         return self
 
@@ -635,7 +713,8 @@ class Progress:
         if self._thread is not None:
             self._thread.join()
 
-    def _log_lines(self) -> None:
+    def _log_lines(self, run_id: str | None) -> None:
+        output.set_run_id(run_id)
         while not self._done.wait(15.0):
             elapsed = time.monotonic() - self._started
             output.info(f"{elapsed:5.0f} s  {_counts_line(self._stats)}")
