@@ -48,7 +48,7 @@ from dlt.extract.source import DltSource
 from dlt.pipeline.exceptions import PipelineStepFailed
 
 import sources.signing as signing
-from pipelines.cli import _missing_config, _reason
+from pipelines.cli import missing_config_reason, step_failure_reason
 from pipelines.models import PROJECT_DIR, WAREHOUSE_VARIABLE, dbt_dir_for
 from pipelines.signing_pipeline import (
     DEFAULT_WAREHOUSE,
@@ -193,9 +193,9 @@ class LoadOutcome:
 def failure_reason(error: Exception) -> str:
     """The one line the CLI prints for an error a load ends with."""
     if isinstance(error, PipelineStepFailed):
-        return _reason(error)
+        return step_failure_reason(error)
     if isinstance(error, ConfigFieldMissingException):
-        return _missing_config(error)
+        return missing_config_reason(error)
     return str(error)
 
 

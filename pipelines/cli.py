@@ -256,9 +256,9 @@ def _load_workspace(
         except (pipeline.AlreadyRunning, pipeline.WarehouseError, LegacyStateError) as error:
             outcome.reason, outcome.fatal = str(error), True
         except ConfigFieldMissingException as error:
-            outcome.reason, outcome.fatal = _missing_config(error), True
+            outcome.reason, outcome.fatal = missing_config_reason(error), True
         except PipelineStepFailed as error:
-            outcome.reason = _reason(error)
+            outcome.reason = step_failure_reason(error)
         except RunStopped as error:  # at the first request: nothing fetched, nothing written
             outcome.code, outcome.reason = error.exit_code, str(error)
         except (SigningAPIError, ValueError) as error:
@@ -361,7 +361,7 @@ def demo(
         )
     except (SigningAPIError, PipelineStepFailed, pipeline.AlreadyRunning) as error:
         raise fail(
-            _reason(error) if isinstance(error, PipelineStepFailed) else str(error)
+            step_failure_reason(error) if isinstance(error, PipelineStepFailed) else str(error)
         ) from None
     _build_models(duckdb)
     out.print(f"\n[bold]Warehouse:[/] {duckdb.resolve()}")
@@ -640,7 +640,7 @@ def _summary(result: pipeline.LoadResult, seconds: float, several: bool = False)
         output.warning(prefix + warning)
 
 
-def _missing_config(error: ConfigFieldMissingException) -> str:
+def missing_config_reason(error: ConfigFieldMissingException) -> str:
     fields = ", ".join(error.fields)
     return (
         f"missing configuration: {fields}; set SOURCES__SIGNING__API_KEY and "
@@ -648,13 +648,14 @@ def _missing_config(error: ConfigFieldMissingException) -> str:
     )
 
 
-def _reason(error: PipelineStepFailed) -> str:
-    """The innermost known cause of a failed dlt step, in one line."""
+def step_failure_reason(error: PipelineStepFailed) -> str:
+    """The innermost known cause of a failed dlt step, in one line (also the reason the Dagster
+    assets fail with)."""
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, SigningAPIError | ConfigFieldMissingException):
             if isinstance(cause, ConfigFieldMissingException):
-                return _missing_config(cause)
+                return missing_config_reason(cause)
             return str(cause)
         cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
     first_line = str(error.exception).splitlines()[0] if str(error.exception) else ""
