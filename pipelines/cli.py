@@ -330,9 +330,7 @@ def _build_models(
         if destination == "duckdb":
             check_warehouse(warehouse)
         output.info("Building the models (dbt)…")
-        # Other destinations pick their dbt target (issue 12's models work passes it on).
-        target: dict[str, Any] = {} if destination == "duckdb" else {"destination": destination}
-        result = build_models(warehouse, select=select, **target)
+        result = build_models(warehouse, select=select, destination=destination)
     except ModelsError as error:
         raise fail(f"models: {error}") from None
     if not result.success:

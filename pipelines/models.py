@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -10,7 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import dlt
 import duckdb
 from dbt.adapters.duckdb.connections import DuckDBConnectionManager
 from dbt.artifacts.resources.types import NodeType
@@ -70,8 +73,16 @@ def dbt_dir_for(warehouse: Path) -> Path:
     return warehouse.parent / f".{warehouse.stem}.dbt"
 
 
-def build_models(warehouse: Path, *, select: str | None = None, quiet: bool = True) -> ModelsResult:
-    """Run `dbt build` (models, then their tests) of `models/` on a DuckDB warehouse.
+def build_models(
+    warehouse: Path,
+    *,
+    select: str | None = None,
+    quiet: bool = True,
+    destination: str = "duckdb",
+) -> ModelsResult:
+    """Run `dbt build` (models, then their tests) of `models/` on the warehouse: a DuckDB file,
+    or the Postgres database of dlt's `postgres` destination (its dbt target is chosen here,
+    with the credentials the load uses; the user writes no profile).
 
     The project's committed `profiles.yml` reads the file from `SIGNING_WAREHOUSE`, which is
     set to the warehouse's absolute path for the run (and restored afterwards). dbt's target
@@ -84,6 +95,7 @@ def build_models(warehouse: Path, *, select: str | None = None, quiet: bool = Tr
             nodes when None.
         quiet: print nothing (dbt's console log off; the result says what failed and where
             the full log is); False prints dbt's usual progress.
+        destination: "duckdb" or "postgres"; dbt's folder stays beside `warehouse` for both.
 
     Returns:
         Success (no model or test error; warnings allowed), counts per node outcome, the
@@ -97,7 +109,11 @@ def build_models(warehouse: Path, *, select: str | None = None, quiet: bool = Tr
     """
     warehouse = Path(warehouse).resolve()
     work_dir = dbt_dir_for(warehouse)
-    check_warehouse(warehouse)
+    target = _target_environment(destination)
+    if destination == "duckdb":
+        check_warehouse(warehouse)
+    else:
+        work_dir.mkdir(parents=True, exist_ok=True)
     log_dir = work_dir / "logs"
     args = [
         "build",
@@ -117,9 +133,13 @@ def build_models(warehouse: Path, *, select: str | None = None, quiet: bool = Tr
         args += ["--log-level", "none", "--log-level-file", "debug"]
     if select:
         args += ["--select", select]
+    if destination != "duckdb":
+        args += ["--target", destination]
     started = time.monotonic()
     try:
-        with _environment(WAREHOUSE_VARIABLE, str(warehouse)):
+        with contextlib.ExitStack() as settings:
+            for name, value in {WAREHOUSE_VARIABLE: str(warehouse), **target}.items():
+                settings.enter_context(_environment(name, value))
             outcome = dbtRunner().invoke(args)
     finally:
         # dbt-duckdb keeps the file open in-process after a run, which would lock out the
@@ -133,6 +153,38 @@ def build_models(warehouse: Path, *, select: str | None = None, quiet: bool = Tr
     return ModelsResult(
         success=False, first_error=_one_line(str(reason)), seconds=seconds, log_file=log_file
     )
+
+
+def _target_environment(destination: str) -> dict[str, str]:
+    """The environment the dbt target of `destination` reads (profiles.yml), from the dlt
+    configuration the load uses; a one-line ModelsError when it cannot be built."""
+    if destination == "duckdb":
+        return {}
+    if destination != "postgres":
+        raise ModelsError(
+            f"the models build on duckdb and postgres; for {destination}, run dbt with a "
+            "profile of your own on the `raw` dataset"
+        )
+    from dlt.destinations.impl.postgres.configuration import PostgresCredentials
+
+    configured: Any = dlt.secrets.get("destination.postgres.credentials")
+    if not configured:
+        raise ModelsError(
+            "no Postgres credentials: set DESTINATION__POSTGRES__CREDENTIALS (or "
+            "[destination.postgres.credentials] in .dlt/secrets.toml)"
+        )
+    credentials = PostgresCredentials()
+    if isinstance(configured, str):
+        credentials.parse_native_representation(configured)
+    else:
+        credentials.update(dict(configured))
+    return {
+        "SIGNING_PG_HOST": str(credentials.host),
+        "SIGNING_PG_PORT": str(credentials.port or 5432),
+        "SIGNING_PG_USER": str(credentials.username),
+        "DBT_ENV_SECRET_SIGNING_PG_PASSWORD": str(credentials.password or ""),
+        "SIGNING_PG_DATABASE": str(credentials.database),
+    }
 
 
 def check_warehouse(warehouse: Path) -> None:

@@ -1,17 +1,28 @@
-"""The CLI against a real PostgreSQL server: two workspaces loading side by side, then
-`status`, `sql` and `report` reading the same warehouse, all over real HTTP and real SQL."""
+"""The CLI against a real PostgreSQL server: two workspaces loading side by side with the models
+built there, then `status`, `sql` and `report` reading the same warehouse; the marts equal the
+sandbox's own numbers and what the same loads build in DuckDB, again after activity. All over
+real HTTP and real SQL."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import closing
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
+from pipelines.models import build_models
+from pipelines.report import snapshot_marts
+from pipelines.signing_pipeline import load_incremental
 from sandbox import RunningSandbox, SandboxConfig
-from tests.support import FAST, START_MS, cli_env, describe, error_lines, run_cli
+from tests.models.test_marts import assert_marts_match
+from tests.models.workspaces import workspace_marts
+from tests.support import FAST, MARTS, START_MS, admin, cli_env, describe, error_lines, run_cli
 from tests.support.postgres import PostgresDatabase, PostgresServer
 
 
@@ -33,9 +44,60 @@ def loaded(
             "SOURCES__SIGNING__BURST": str(FAST["burst"]),
             "DESTINATION__POSTGRES__CREDENTIALS": database.credentials,
         }
-        args = ["load", "--destination", "postgres", "--parallel", "2", "--no-models"]
+        args = ["load", "--destination", "postgres", "--parallel", "2"]
         result = run_cli([*args, "--duckdb", str(folder / "unused.duckdb")], cwd=folder, env=env)
         yield running, database, env, folder, result
+
+
+def _duckdb_twin(running: RunningSandbox, warehouse: Path) -> None:
+    """The same workspaces loaded into DuckDB by the same code, models built."""
+    for key in running.api_keys:
+        loaded = load_incremental(warehouse, api_key=key, base_url=running.base_url, **FAST)
+        assert loaded.exit_code == 0, loaded.stopped
+    built = build_models(warehouse)
+    assert built.success, built.summary
+
+
+def _marts_rows(warehouse: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every mart's rows in one comparable form: floats to 6 places, times in UTC."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, float | Decimal):
+            return round(float(value), 6)
+        if isinstance(value, datetime):
+            return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+        return value
+
+    with duckdb.connect(str(warehouse), read_only=True) as connection:
+        return {
+            mart: sorted(
+                (
+                    tuple(plain(v) for v in row)
+                    for row in connection.execute(f"select * from marts.{mart}").fetchall()
+                ),
+                key=str,
+            )
+            for mart in MARTS
+        }
+
+
+def _check_marts(
+    running: RunningSandbox, database: PostgresDatabase, twin: Path, folder: Path
+) -> None:
+    """Postgres's marts, per workspace, equal the sandbox; all of them equal DuckDB's."""
+    os.environ["DESTINATION__POSTGRES__CREDENTIALS"] = database.credentials
+    try:
+        snapshot = snapshot_marts("postgres", folder / "postgres_marts.duckdb")
+    finally:
+        del os.environ["DESTINATION__POSTGRES__CREDENTIALS"]
+    for store in running.stores:
+        own = workspace_marts(snapshot, store.workspace.id, folder / "own.duckdb")
+        assert_marts_match(own, store)
+    on_postgres, on_duckdb = _marts_rows(snapshot), _marts_rows(twin)
+    for mart in MARTS:
+        assert len(on_postgres[mart]) == len(on_duckdb[mart]), mart
+        assert on_postgres[mart] == on_duckdb[mart], mart
+    snapshot.unlink()
 
 
 def _query(database: PostgresDatabase, sql: str) -> list[tuple[Any, ...]]:
@@ -79,9 +141,33 @@ def test_status_and_sql_read_the_postgres_warehouse(
     expected = sorted((s.workspace.id, len(s.shipments.by_id)) for s in running.stores)
     assert asked.stdout.splitlines() == ["workspace_id,n", *(f"{w},{n}" for w, n in expected)]
 
+    shown = run_cli(["report", "--destination", "postgres", "--out", "r"], cwd=folder, env=env)
+    assert shown.returncode == 0, describe(shown)
+    html = Path(shown.stdout.strip()).read_text(encoding="utf-8")
+    for store in running.stores:
+        assert store.workspace.id in html
+
     refused = run_cli(
         ["sql", "--destination", "postgres", "delete from raw.shipments"], cwd=folder, env=env
     )
     assert refused.returncode == 1, describe(refused)
     (line,) = error_lines(refused.stderr)
     assert "read-only" in line
+
+
+def test_marts_built_on_postgres_equal_the_sandbox_and_duckdb_also_after_activity(
+    loaded: tuple[RunningSandbox, PostgresDatabase, dict[str, str], Path, Any],
+) -> None:
+    running, database, env, folder, result = loaded
+    assert result.returncode == 0, describe(result)
+    assert "models:" in result.stderr or "Building the models" in result.stderr
+    twin = folder / "twin.duckdb"
+    _duckdb_twin(running, twin)
+    _check_marts(running, database, twin, folder)
+
+    for store in running.stores:
+        admin(running, "POST", f"/advance?workspace={store.workspace.id}", {"hours": 12})
+    again = run_cli(["load", "--destination", "postgres"], cwd=folder, env=env)
+    assert again.returncode == 0, describe(again)
+    _duckdb_twin(running, twin)
+    _check_marts(running, database, twin, folder)

@@ -77,7 +77,7 @@ final as (
         coalesce(engagement.count_shipments_received, 0) as count_shipments_received,
         coalesce(engagement.count_shipments_opened, 0) as count_shipments_opened,
         coalesce(engagement.count_shipments_signed, 0) as count_shipments_signed,
-        engagement.count_shipments_signed * 1.0
+        cast(engagement.count_shipments_signed as {{ dbt.type_float() }})
             / nullif(engagement.count_shipments_received, 0) as signature_rate,
         coalesce(engagement.count_shipments_received, 0) > 0 as is_recipient,
 

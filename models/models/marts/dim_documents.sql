@@ -86,7 +86,7 @@ final as (
         coalesce(shipments_rolled_up.count_shipments_expired, 0) as count_shipments_expired,
         coalesce(shipments_rolled_up.count_shipments_revoked, 0) as count_shipments_revoked,
         coalesce(shipments_rolled_up.count_signatures, 0) as count_signatures,
-        shipments_rolled_up.count_shipments_completed * 1.0
+        cast(shipments_rolled_up.count_shipments_completed as {{ dbt.type_float() }})
             / nullif(shipments_rolled_up.count_shipments_sent, 0) as completion_rate,
 
         -- timestamps

@@ -158,13 +158,13 @@ final as (
         count_recipients_opened,
         count_recipients_signed,
 
-        count_shipments_opened * 1.0 / nullif(count_shipments_sent, 0) as open_rate,
-        count_shipments_signed * 1.0 / nullif(count_shipments_opened, 0) as signature_rate,
-        count_shipments_completed * 1.0 / nullif(count_shipments_signed, 0)
+        cast(count_shipments_opened as {{ dbt.type_float() }}) / nullif(count_shipments_sent, 0) as open_rate,
+        cast(count_shipments_signed as {{ dbt.type_float() }}) / nullif(count_shipments_opened, 0) as signature_rate,
+        cast(count_shipments_completed as {{ dbt.type_float() }}) / nullif(count_shipments_signed, 0)
             as completion_rate,
-        count_shipments_completed * 1.0 / nullif(count_shipments_sent, 0)
+        cast(count_shipments_completed as {{ dbt.type_float() }}) / nullif(count_shipments_sent, 0)
             as overall_completion_rate,
-        count_recipients_signed * 1.0 / nullif(count_recipients_sent, 0)
+        cast(count_recipients_signed as {{ dbt.type_float() }}) / nullif(count_recipients_sent, 0)
             as recipient_signature_rate
 
     from aggregated
