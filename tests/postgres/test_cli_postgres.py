@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pandas  # type: ignore[import-untyped]
 import pytest
 
 from pipelines.models import build_models
@@ -22,7 +23,17 @@ from pipelines.signing_pipeline import load_incremental
 from sandbox import RunningSandbox, SandboxConfig
 from tests.models.test_marts import assert_marts_match
 from tests.models.workspaces import workspace_marts
-from tests.support import FAST, MARTS, START_MS, admin, cli_env, describe, error_lines, run_cli
+from tests.support import (
+    FAST,
+    MARTS,
+    START_MS,
+    admin,
+    cli_env,
+    describe,
+    differences,
+    error_lines,
+    run_cli,
+)
 from tests.support.postgres import PostgresDatabase, PostgresServer
 
 
@@ -47,6 +58,29 @@ def loaded(
         args = ["load", "--destination", "postgres", "--parallel", "2"]
         result = run_cli([*args, "--duckdb", str(folder / "unused.duckdb")], cwd=folder, env=env)
         yield running, database, env, folder, result
+
+
+def _raw_snapshot(database: PostgresDatabase, into: Path) -> Path:
+    """The raw tables of the Postgres warehouse, copied as they are into a DuckDB file, so that
+    the same comparison with the sandbox (`tests.support.differences`) reads them."""
+    tables = [name for (name,) in _query(database, RAW_TABLES_QUERY)]
+    with closing(database.connect()) as source, duckdb.connect(str(into)) as target:
+        target.execute("create schema raw")
+        for table in tables:
+            with source.cursor() as cursor:
+                cursor.execute(f'select * from raw."{table}"')
+                names = [column[0] for column in cursor.description or []]
+                frame = pandas.DataFrame.from_records(cursor.fetchall(), columns=names)
+            target.register("copied", frame)
+            target.execute(f'create table raw."{table}" as select * from copied')
+            target.unregister("copied")
+    return into
+
+
+RAW_TABLES_QUERY = (
+    "select table_name from information_schema.tables where table_schema = 'raw' "
+    "and table_name not like '\\_%'"
+)
 
 
 def _duckdb_twin(running: RunningSandbox, warehouse: Path) -> None:
@@ -118,6 +152,9 @@ def test_two_workspaces_load_into_postgres_at_the_same_time(
     assert max(start for start, _ in runs) < min(end for _, end in runs)
     counts = dict(_query(database, "select workspace_id, count(*) from raw.shipments group by 1"))
     assert counts == {s.workspace.id: len(s.shipments.by_id) for s in running.stores}
+    raw = _raw_snapshot(database, folder / "postgres_raw.duckdb")
+    for store in running.stores:
+        assert differences(raw, store, by_workspace=True) == {}, store.workspace.id
     # Nothing of a DuckDB warehouse was made for a Postgres load.
     assert not (folder / "unused.duckdb").exists()
 
