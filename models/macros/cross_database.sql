@@ -69,8 +69,19 @@
 {%- endmacro %}
 
 {#- Median and 90th percentile of a column, as `median_<name>` and `p90_<name>`: the one place
-    that spells the percentile syntax, which BigQuery writes differently. -#}
+    that spells the percentile syntax. DuckDB, Postgres and Snowflake take the standard ordered-set
+    aggregate; BigQuery has it only as a window function, so its aggregate is approx_quantiles
+    (approximate: written, not run here). -#}
 {% macro median_and_p90(column, name) -%}
+    {{ return(adapter.dispatch('median_and_p90', 'signing_funnel')(column, name)) }}
+{%- endmacro %}
+
+{% macro default__median_and_p90(column, name) -%}
     percentile_cont(0.5) within group (order by {{ column }}) as median_{{ name }},
         percentile_cont(0.9) within group (order by {{ column }}) as p90_{{ name }}
+{%- endmacro %}
+
+{% macro bigquery__median_and_p90(column, name) -%}
+    approx_quantiles({{ column }}, 100)[offset(50)] as median_{{ name }},
+        approx_quantiles({{ column }}, 100)[offset(90)] as p90_{{ name }}
 {%- endmacro %}
