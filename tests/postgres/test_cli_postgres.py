@@ -206,5 +206,8 @@ def test_marts_built_on_postgres_equal_the_sandbox_and_duckdb_also_after_activit
         admin(running, "POST", f"/advance?workspace={store.workspace.id}", {"hours": 12})
     again = run_cli(["load", "--destination", "postgres"], cwd=folder, env=env)
     assert again.returncode == 0, describe(again)
+    raw = _raw_snapshot(database, folder / "postgres_raw_again.duckdb")
+    for store in running.stores:
+        assert differences(raw, store, by_workspace=True) == {}, store.workspace.id
     _duckdb_twin(running, twin)
     _check_marts(running, database, twin, folder)
