@@ -38,6 +38,7 @@ from tests.support import (
     new_key,
     run_cli,
     start_cli,
+    workspaces_env,
 )
 
 LEGACY_WAREHOUSE = Path(__file__).parents[1] / "fixtures" / "warehouse_before_workspaces.duckdb.gz"
@@ -182,14 +183,7 @@ def test_full_refresh_of_one_workspace_leaves_the_other_untouched(
     ws_a, ws_b = (store.workspace.id for store in running.stores)
     for index in (0, 1):
         _create_webhooks(running, index, 2)
-    env = {
-        **cli_env(None),
-        "SOURCES__SIGNING__BASE_URL": running.base_url,
-        "SOURCES__SIGNING__WORKSPACES__ALPHA__API_KEY": running.api_keys[0],
-        "SOURCES__SIGNING__WORKSPACES__BRAVO__API_KEY": running.api_keys[1],
-        "SOURCES__SIGNING__REQUESTS_PER_SECOND": str(FAST["requests_per_second"]),
-        "SOURCES__SIGNING__BURST": str(FAST["burst"]),
-    }
+    env = workspaces_env(running, {"alpha": running.api_keys[0], "bravo": running.api_keys[1]})
     loaded = run_cli(load_args(warehouse), cwd=tmp_path, env=env)
     assert loaded.returncode == 0, describe(loaded)
     assert "Workspaces: alpha completed, bravo completed" in loaded.stderr, describe(loaded)
@@ -217,15 +211,8 @@ def test_one_workspace_failing_or_stopping_does_not_keep_the_others_from_loading
     config = SandboxConfig(seed=33, shipments=80, start_ms=START_MS, limits_enabled=False)
     running = RunningSandbox(*config.workspaces(3)).start()
     try:
-        env = {
-            **cli_env(None),
-            "SOURCES__SIGNING__BASE_URL": running.base_url,
-            "SOURCES__SIGNING__WORKSPACES__NORTH__API_KEY": running.api_keys[0],
-            "SOURCES__SIGNING__WORKSPACES__SOUTH__API_KEY": "sk_test_wrong",
-            "SOURCES__SIGNING__WORKSPACES__WEST__API_KEY": running.api_keys[2],
-            "SOURCES__SIGNING__REQUESTS_PER_SECOND": str(FAST["requests_per_second"]),
-            "SOURCES__SIGNING__BURST": str(FAST["burst"]),
-        }
+        keys = {"north": running.api_keys[0], "south": "sk_test_wrong"}
+        env = workspaces_env(running, {**keys, "west": running.api_keys[2]})
         warehouse = tmp_path / "w.duckdb"
         result = run_cli(load_args(warehouse), cwd=tmp_path, env=env)
         assert result.returncode == 1, describe(result)

@@ -28,11 +28,11 @@ from tests.support import (
     MARTS,
     START_MS,
     admin,
-    cli_env,
     describe,
     differences,
     error_lines,
     run_cli,
+    workspaces_env,
 )
 from tests.support.postgres import PostgresDatabase, PostgresServer
 
@@ -46,15 +46,8 @@ def loaded(
     config = SandboxConfig(seed=41, shipments=120, start_ms=START_MS, limits_enabled=False)
     folder = tmp_path_factory.mktemp("postgres_cli")
     with RunningSandbox(*config.workspaces(2)) as running:
-        env = {
-            **cli_env(None),
-            "SOURCES__SIGNING__BASE_URL": running.base_url,
-            "SOURCES__SIGNING__WORKSPACES__EAST__API_KEY": running.api_keys[0],
-            "SOURCES__SIGNING__WORKSPACES__WEST__API_KEY": running.api_keys[1],
-            "SOURCES__SIGNING__REQUESTS_PER_SECOND": str(FAST["requests_per_second"]),
-            "SOURCES__SIGNING__BURST": str(FAST["burst"]),
-            "DESTINATION__POSTGRES__CREDENTIALS": database.credentials,
-        }
+        env = workspaces_env(running, {"east": running.api_keys[0], "west": running.api_keys[1]})
+        env["DESTINATION__POSTGRES__CREDENTIALS"] = database.credentials
         args = ["load", "--destination", "postgres", "--parallel", "2"]
         result = run_cli([*args, "--duckdb", str(folder / "unused.duckdb")], cwd=folder, env=env)
         yield running, database, env, folder, result

@@ -9,6 +9,7 @@ from .cli import (
     message_lines,
     run_cli,
     start_cli,
+    workspaces_env,
 )
 from .loading import FAST, pointed_at
 from .sandboxes import (
@@ -54,4 +55,5 @@ __all__ = [
     "served",
     "start_cli",
     "week_of",
+    "workspaces_env",
 ]

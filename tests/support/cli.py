@@ -44,6 +44,20 @@ def cli_env(
     return env
 
 
+def workspaces_env(running: RunningSandbox, keys: dict[str, str]) -> dict[str, str]:
+    """`cli_env(None)` plus named workspaces of one sandbox as a user configures them
+    (`SOURCES__SIGNING__WORKSPACES__<NAME>__API_KEY`, one base URL), with the `FAST` pacing."""
+    env = {
+        **cli_env(None),
+        "SOURCES__SIGNING__BASE_URL": running.base_url,
+        "SOURCES__SIGNING__REQUESTS_PER_SECOND": str(FAST["requests_per_second"]),
+        "SOURCES__SIGNING__BURST": str(FAST["burst"]),
+    }
+    for name, key in keys.items():
+        env[f"SOURCES__SIGNING__WORKSPACES__{name.upper()}__API_KEY"] = key
+    return env
+
+
 def load_args(warehouse: Path, *options: str) -> list[str]:
     """`load` into `warehouse` without the dbt models (tests/models covers those)."""
     return ["load", "--duckdb", str(warehouse), "--no-models", *options]
