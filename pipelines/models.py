@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 import tempfile
@@ -165,26 +166,74 @@ def _target_environment(destination: str) -> dict[str, str]:
             f"the models build on duckdb and postgres; for {destination}, run dbt with a "
             "profile of your own on the `raw` dataset"
         )
-    from dlt.destinations.impl.postgres.configuration import PostgresCredentials
-
-    configured: Any = dlt.secrets.get("destination.postgres.credentials")
-    if not configured:
+    if importlib.util.find_spec("dbt.adapters.postgres") is None:
         raise ModelsError(
-            "no Postgres credentials: set DESTINATION__POSTGRES__CREDENTIALS (or "
-            "[destination.postgres.credentials] in .dlt/secrets.toml)"
+            "dbt's postgres adapter is not installed: `uv sync` (or pip install dbt-postgres)"
         )
-    credentials = PostgresCredentials()
-    if isinstance(configured, str):
-        credentials.parse_native_representation(configured)
-    else:
-        credentials.update(dict(configured))
-    return {
+    credentials = _postgres_credentials()
+    environment = {
         "SIGNING_PG_HOST": str(credentials.host),
         "SIGNING_PG_PORT": str(credentials.port or 5432),
         "SIGNING_PG_USER": str(credentials.username),
         "DBT_ENV_SECRET_SIGNING_PG_PASSWORD": str(credentials.password or ""),
         "SIGNING_PG_DATABASE": str(credentials.database),
+        "SIGNING_PG_CONNECT_TIMEOUT": str(credentials.connect_timeout or 15),
     }
+    # Options of the connection string (`?sslmode=verify-full&sslrootcert=...`) reach libpq as
+    # its environment variables, which apply to whatever dbt's profile leaves unset.
+    for name, value in (credentials.query or {}).items():
+        if name in LIBPQ_ENVIRONMENT:
+            environment[LIBPQ_ENVIRONMENT[name]] = str(value)
+        elif name != "connect_timeout":
+            raise ModelsError(
+                f"the Postgres credentials' option {name!r} is not passed on to dbt; "
+                f"the models take {', '.join(sorted(LIBPQ_ENVIRONMENT))} and connect_timeout"
+            )
+    return environment
+
+
+# Connection-string options the dbt target takes, and the libpq variable each becomes.
+LIBPQ_ENVIRONMENT = {
+    "sslmode": "PGSSLMODE",
+    "sslrootcert": "PGSSLROOTCERT",
+    "sslcert": "PGSSLCERT",
+    "sslkey": "PGSSLKEY",
+    "sslcrl": "PGSSLCRL",
+    "channel_binding": "PGCHANNELBINDING",
+    "gssencmode": "PGGSSENCMODE",
+    "target_session_attrs": "PGTARGETSESSIONATTRS",
+    "options": "PGOPTIONS",
+    "client_encoding": "PGCLIENTENCODING",
+    "application_name": "PGAPPNAME",
+}
+
+
+def _postgres_credentials() -> Any:
+    """dlt's `postgres` destination credentials, resolved as a load resolves them (a connection
+    string or field by field, from `.dlt/secrets.toml` or the environment)."""
+    from dlt.common.configuration.exceptions import ConfigurationException
+    from dlt.destinations.impl.postgres.configuration import PostgresClientConfiguration
+
+    hint = (
+        "set DESTINATION__POSTGRES__CREDENTIALS=postgresql://user:password@host:port/database "
+        "(or [destination.postgres.credentials] in .dlt/secrets.toml), as for the load"
+    )
+    try:
+        configuration = dlt.destinations.postgres().configuration(
+            PostgresClientConfiguration(), accept_partial=True
+        )
+    except ConfigurationException:
+        # dlt's message may quote the value; say only what is wrong with it.
+        raise ModelsError(f"the Postgres credentials are not a connection string: {hint}") from None
+    credentials = configuration.credentials
+    if credentials is None or not credentials.is_resolved():
+        missing = [
+            name
+            for name in ("host", "username", "password", "database")
+            if credentials is None or getattr(credentials, name) is None
+        ]
+        raise ModelsError(f"no Postgres credentials ({', '.join(missing)} missing): {hint}")
+    return credentials
 
 
 def check_warehouse(warehouse: Path) -> None:
