@@ -105,8 +105,10 @@ def build_models(
     Raises:
         WarehouseMissing: the warehouse file does not exist (also a `FileNotFoundError`).
         ModelsError: the warehouse cannot be used at all: a folder, not a DuckDB file, held by
-            another process, or in a folder dbt and DuckDB cannot write in. The message is one
-            line with a hint; nothing was run.
+            another process, or in a folder dbt and DuckDB cannot write in; on Postgres, no
+            dbt-postgres, or dlt's credentials missing, unparsable or with an option dbt does
+            not take. The message is one line with a hint (never the credentials); nothing
+            was run. A server that refuses the connection is a failed result, not an error.
     """
     warehouse = Path(warehouse).resolve()
     work_dir = dbt_dir_for(warehouse)
