@@ -60,12 +60,66 @@
 {%- endmacro %}
 
 {% macro bigquery__json_fragment(expression, key) -%}
-    to_json_string(json_query({{ expression }}, '$."{{ key }}"'))
+    json_query({{ expression }}, '$."{{ key }}"')
+{%- endmacro %}
+
+{#- A column the raw tables name with a word SQL reserves somewhere (`at`, `position`), quoted
+    as the destination spells it: dlt folds Snowflake's names to upper case. -#}
+{% macro quoted_column(name) -%}
+    {{ return(adapter.dispatch('quoted_column', 'signing_funnel')(name)) }}
+{%- endmacro %}
+
+{% macro default__quoted_column(name) -%}
+    {{ adapter.quote(name) }}
+{%- endmacro %}
+
+{% macro snowflake__quoted_column(name) -%}
+    {{ adapter.quote(name | upper) }}
+{%- endmacro %}
+
+{#- Whole seconds between two timestamps with time zone (second boundaries crossed, as
+    `dbt.datediff(..., 'second')` counts them), from their epochs: dbt.datediff casts to a
+    local timestamp first on DuckDB and Postgres, so a difference across a daylight-saving
+    change was off by an hour in a session whose time zone is not UTC. -#}
+{% macro seconds_between(first_at, then_at) -%}
+    {{ return(adapter.dispatch('seconds_between', 'signing_funnel')(first_at, then_at)) }}
+{%- endmacro %}
+
+{% macro default__seconds_between(first_at, then_at) -%}
+    (floor(date_part('epoch', {{ then_at }})) - floor(date_part('epoch', {{ first_at }})))
+{%- endmacro %}
+
+{% macro snowflake__seconds_between(first_at, then_at) -%}
+    (date_part(epoch_second, {{ then_at }}) - date_part(epoch_second, {{ first_at }}))
+{%- endmacro %}
+
+{% macro bigquery__seconds_between(first_at, then_at) -%}
+    (unix_seconds({{ then_at }}) - unix_seconds({{ first_at }}))
 {%- endmacro %}
 
 {#- Hours between two timestamps, with fractions (dbt.datediff alone counts whole units). -#}
 {% macro hours_between(first_at, then_at) -%}
-    ({{ dbt.datediff(first_at, then_at, 'second') }} / 3600.0)
+    ({{ seconds_between(first_at, then_at) }} / 3600.0)
+{%- endmacro %}
+
+{#- The Monday (UTC) of the ISO week a timestamp with time zone falls in, as a date, whatever
+    the session's time zone (`dbt.date_trunc('week', ...)` cuts in the session's zone on
+    DuckDB and Postgres, and BigQuery's weeks start on Sunday). -#}
+{% macro week_start(column) -%}
+    {{ return(adapter.dispatch('week_start', 'signing_funnel')(column)) }}
+{%- endmacro %}
+
+{% macro default__week_start(column) -%}
+    cast({{ dbt.date_trunc('week', '(' ~ column ~ ") at time zone 'UTC'") }} as date)
+{%- endmacro %}
+
+{% macro snowflake__week_start(column) -%}
+    {%- set day = "to_date(convert_timezone('UTC', " ~ column ~ "))" -%}
+    dateadd(day, 1 - dayofweekiso({{ day }}), {{ day }})
+{%- endmacro %}
+
+{% macro bigquery__week_start(column) -%}
+    date_trunc(date({{ column }}, 'UTC'), isoweek)
 {%- endmacro %}
 
 {#- Median and 90th percentile of a column, as `median_<name>` and `p90_<name>`: the one place

@@ -23,9 +23,9 @@
     select
     {%- for name, data_type in columns %}
         {% if name | lower in existing -%}
-            cast({{ adapter.quote(name) }} as {{ data_type }}) as {{ adapter.quote(name) }}
+            cast({{ quoted_column(name) }} as {{ data_type }}) as {{ quoted_column(name) }}
         {%- else -%}
-            cast(null as {{ data_type }}) as {{ adapter.quote(name) }}
+            cast(null as {{ data_type }}) as {{ quoted_column(name) }}
         {%- endif -%}
         {{- "," if not loop.last }}
     {%- endfor %}

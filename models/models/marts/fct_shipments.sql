@@ -175,7 +175,7 @@ final as (
             when is_sent then 1
             else 0
         end as funnel_stage_number,
-        cast({{ dbt.date_trunc('week', 'sent_at') }} as date) as sent_week,
+        {{ week_start('sent_at') }} as sent_week,
 
         -- counts
         count_recipients,

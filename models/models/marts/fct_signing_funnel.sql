@@ -75,7 +75,7 @@ held_back_shipments as (
 
     select
         workspace_id,
-        cast({{ dbt.date_trunc('week', 'sent_at') }} as date) as sent_week,
+        {{ week_start('sent_at') }} as sent_week,
         document_id,
         signature_level,
         document_name,

@@ -33,7 +33,7 @@ renamed as (
         actor__ip as actor_ip,
 
         -- timestamps
-        "at" as occurred_at
+        {{ quoted_column('at') }} as occurred_at
 
     from source
 

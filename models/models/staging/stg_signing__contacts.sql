@@ -32,7 +32,7 @@ renamed as (
         email as contact_email,
         phone as contact_phone,
         company as contact_company,
-        "position" as job_position,
+        {{ quoted_column('position') }} as job_position,
         notes,
 
         -- timestamps

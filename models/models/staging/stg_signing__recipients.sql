@@ -37,7 +37,7 @@ renamed as (
         link_id,
 
         -- properties
-        "position" as recipient_position,
+        {{ quoted_column('position') }} as recipient_position,
         name as recipient_name,
         email as recipient_email,
         phone as recipient_phone,

@@ -45,8 +45,8 @@ final as (
     inner join recipient_events
         on recipients.workspace_id = recipient_events.workspace_id
         and recipients.recipient_id = recipient_events.recipient_id
-    where abs({{ dbt.datediff('recipients.sent_at', 'recipient_events.sent_at', 'second') }}) > 1
-        or abs({{ dbt.datediff('recipients.signed_at', 'recipient_events.signed_at', 'second') }})
+    where abs({{ seconds_between('recipients.sent_at', 'recipient_events.sent_at') }}) > 1
+        or abs({{ seconds_between('recipients.signed_at', 'recipient_events.signed_at') }})
             > 1
 
 )

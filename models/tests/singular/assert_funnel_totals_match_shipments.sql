@@ -66,11 +66,14 @@ shipments as (
 
 workspaces as (
 
-    select workspace_id from funnel
-    union
-    select workspace_id from held_back
-    union
-    select workspace_id from shipments
+    -- union all, then distinct: BigQuery takes no bare `union`
+    select distinct workspace_id from (
+        select workspace_id from funnel
+        union all
+        select workspace_id from held_back
+        union all
+        select workspace_id from shipments
+    ) as every_workspace
 
 ),
 

@@ -38,9 +38,12 @@ grains as (
 
 workspaces as (
 
-    select workspace_id from time_to_sign
-    union
-    select workspace_id from shipments
+    -- union all, then distinct: BigQuery takes no bare `union`
+    select distinct workspace_id from (
+        select workspace_id from time_to_sign
+        union all
+        select workspace_id from shipments
+    ) as every_workspace
 
 ),
 
