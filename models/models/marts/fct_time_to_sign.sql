@@ -4,7 +4,7 @@
 -- (later signers of a sequential flow are not charged for the wait before them); hours to
 -- complete are per shipment, from sending to the last signature.
 -- percentile_cont ... within group (macro median_and_p90) is standard SQL (DuckDB, Postgres,
--- Snowflake, Redshift); BigQuery would need approx_quantiles in that one macro.
+-- Snowflake, Redshift); BigQuery's version of that one macro uses approx_quantiles.
 
 with
 
