@@ -163,6 +163,30 @@ def actual(warehouse: Path, workspace_id: str | None = None) -> dict[str, Rows]:
     return tables
 
 
+def actual_in_postgres(connection: Any, workspace_id: str | None = None) -> dict[str, Rows]:
+    """`actual` of a Postgres warehouse: the same QUERIES through a psycopg2 connection (the
+    dataset `raw` is a schema there too), read in one transaction and rolled back."""
+    tables: dict[str, Rows] = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "select table_name from information_schema.tables where table_schema = 'raw'"
+            )
+            existing = {name for (name,) in cursor.fetchall()}
+            for table, query in QUERIES.items():
+                if table not in existing:
+                    tables[table] = set()
+                    continue
+                params: list[str] = []
+                if workspace_id is not None:
+                    query, params = f"{query} where {WORKSPACE_OF[table]} = %s", [workspace_id]
+                cursor.execute(query, params)
+                tables[table] = {_normalise(table, tuple(row)) for row in cursor.fetchall()}
+    finally:
+        connection.rollback()
+    return tables
+
+
 def _value_text(value: Any) -> str | None:
     """The documented warehouse form of a filled-in value: text verbatim, objects as JSON."""
     if value is None or isinstance(value, str):
@@ -183,8 +207,20 @@ def differences(
     """Per table, up to five rows missing from the warehouse, five it has in excess, and the
     counts of both; empty when the warehouse equals the sandbox. With `by_workspace`, only the
     rows of the store's workspace are compared (a warehouse shared by several)."""
-    want = expected(store)
-    got = actual(warehouse, store.workspace.id if by_workspace else None)
+    return compare(expected(store), actual(warehouse, store.workspace.id if by_workspace else None))
+
+
+def postgres_differences(
+    connection: Any, store: Store, *, by_workspace: bool = False
+) -> dict[str, dict[str, Any]]:
+    """`differences` of a Postgres warehouse, read through a psycopg2 connection."""
+    workspace_id = store.workspace.id if by_workspace else None
+    return compare(expected(store), actual_in_postgres(connection, workspace_id))
+
+
+def compare(want: dict[str, Rows], got: dict[str, Rows]) -> dict[str, dict[str, Any]]:
+    """Per table, up to five rows of `want` missing from `got`, five in excess, and the counts
+    of both; empty when the two are equal."""
     report: dict[str, dict[str, Any]] = {}
     for table in want:
         missing, extra = want[table] - got[table], got[table] - want[table]
