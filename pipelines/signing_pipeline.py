@@ -24,7 +24,9 @@ from typing import Any, Protocol
 
 import dlt
 import duckdb
-from dlt.common.pipeline import LoadInfo
+from dlt.common.configuration import configspec, resolve_configuration
+from dlt.common.destination import TLoaderFileFormat
+from dlt.common.pipeline import ExtractInfo, LoadInfo
 from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
 
 from pipelines.run_records import RUNS_TABLE, record_incomplete_shipments, record_run
@@ -141,18 +143,59 @@ def make_pipeline(
 # `[destination.duckdb.credentials] global_config` (or its environment variable) wins.
 DUCKDB_MEMORY_LIMIT = "512MB"
 
+# Records fetched from which a DuckDB load is written as parquet rather than INSERT statements.
+PARQUET_FROM_RECORDS = 1_000
+
+
+@dataclass
+class LoadFileFormat:
+    """The load files of a DuckDB run, chosen once its extract has told how much it fetched.
+
+    INSERT statements (dlt's default for DuckDB) make DuckDB's memory grow with the size of a
+    load: 1.9 GiB at 2,000 shipments, outside its memory limit. Parquet keeps the load step
+    flat and fast, but writing it imports pyarrow and pandas, about 0.8 s of every run. So a
+    run that fetched fewer than `PARQUET_FROM_RECORDS` records, a nightly run with little or
+    nothing new, writes INSERT statements, and a larger one parquet. Parquet is also the
+    answer before anything was fetched (packages an interrupted run left).
+
+    dlt asks this per table while it normalizes (`loader_file_format_selector`)."""
+
+    parquet: bool = True
+
+    def choose_for(self, records: int) -> None:
+        self.parquet = records >= PARQUET_FROM_RECORDS
+
+    def __call__(
+        self,
+        preferred: TLoaderFileFormat,
+        supported: Sequence[TLoaderFileFormat],
+        /,
+        *,
+        table_schema: Any,
+    ) -> tuple[TLoaderFileFormat, Sequence[TLoaderFileFormat]]:
+        return ("parquet" if self.parquet else "insert_values"), supported
+
+
+@configspec(init=False)
+class WarehouseCredentials(DuckDbCredentials):
+    """DuckDB's credentials, shown as their path. dlt shows credentials as a SQLAlchemy URL,
+    and so imports SQLAlchemy (0.3 s) in every run for one line of a load's info."""
+
+    def __str__(self) -> str:
+        return str(self.database)
+
 
 def duckdb_destination(warehouse: Path) -> Any:
-    """DuckDB fed with parquet load files: dlt's default, INSERT statements of up to 16 MiB,
-    makes DuckDB's memory grow with the size of a load (1.9 GiB at 2,000 shipments, outside
-    its memory limit); parquet keeps the load step flat and fast."""
-    configured: Any = dlt.config.get("destination.duckdb.credentials.global_config")
-    credentials: Any = (
-        str(warehouse)
-        if configured
-        else DuckDbCredentials(str(warehouse), global_config={"memory_limit": DUCKDB_MEMORY_LIMIT})
-    )
-    return dlt.destinations.duckdb(credentials, preferred_loader_file_format="parquet")
+    """DuckDB at `warehouse`, its load files chosen by size (`LoadFileFormat`).
+
+    The credentials are resolved here, so that the user's `[destination.duckdb.credentials]`
+    (or their environment variables) still apply: its `global_config` replaces the default
+    memory limit, `DUCKDB_MEMORY_LIMIT`. The file is always `warehouse`."""
+    credentials = WarehouseCredentials(global_config={"memory_limit": DUCKDB_MEMORY_LIMIT})
+    credentials.database = str(warehouse)
+    credentials = resolve_configuration(credentials, sections=("destination", "duckdb"))
+    credentials.database = str(warehouse)
+    return dlt.destinations.duckdb(credentials, loader_file_format_selector=LoadFileFormat())
 
 
 @contextlib.contextmanager
@@ -226,7 +269,7 @@ def load_incremental(
             if local:
                 check_folder(warehouse.parent)
                 held.enter_context(exclusive(warehouse))
-                check_file(warehouse)
+                held.enter_context(open_warehouse(warehouse))
             source = signing_source(
                 since=since, max_requests=max_requests, control=control, **source_options
             )
@@ -265,14 +308,10 @@ def _run(
 ) -> LoadResult:
     """Run the pipeline with signals turned into a clean stop, then record the run."""
     stats = control.stats
-    steps: _Steps | None = None
     try:
         with stop_on_signals(control):
-            if pipeline.destination.destination_name == "duckdb":
-                info = pipeline.run(source)
-            else:
-                steps = _Steps()
-                info = steps.run(pipeline, source)
+            steps = _Steps()
+            info = steps.run(pipeline, source, control.stats)
     except Exception as error:
         why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         failed = LoadResult(
@@ -292,9 +331,9 @@ def _run(
         started,
         datetime.now(UTC),
         stats,
-        steps.rows if steps else _row_counts(pipeline),
+        steps.rows,
         stats.stop_reason,
-        steps.seconds if steps else _step_seconds(pipeline),
+        steps.seconds,
         reason.exit_code if reason else 0,
         control.workspace_id,
         workspace_name,
@@ -317,18 +356,32 @@ _LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
 
 @dataclass
 class _Steps:
-    """`pipeline.run` as its three steps, with the load step under its destination's lock;
-    rows and seconds as `_row_counts` and `_step_seconds` read them from a run's trace."""
+    """`pipeline.run` as its steps, for every destination: the state from the destination,
+    what an interrupted run left, extract, the load files chosen by what was fetched
+    (`LoadFileFormat`), normalize, and load under its destination's lock."""
 
     rows: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def run(self, pipeline: dlt.Pipeline, source: Any) -> LoadInfo:
-        pipeline.sync_destination()  # the state, from the destination (the folder is new)
-        self._timed("extract", pipeline.extract, source)
+    def run(self, pipeline: dlt.Pipeline, source: Any, stats: RunStats) -> LoadInfo:
+        pipeline.sync_destination()  # as `pipeline.run` does: the newer of the two states
+        if pipeline.has_pending_data:
+            # An earlier run stopped between fetching and loading (killed, the disk full):
+            # what it fetched goes in first, as `pipeline.run` would, and this run goes on.
+            stats.warn("loaded what an interrupted run had fetched before this run's own")
+            if pipeline.list_extracted_load_packages():
+                pipeline.normalize()
+            with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
+                pipeline.load()
+        extracted = self._timed("extract", pipeline.extract, source)
+        file_format = pipeline.destination.caps_params.get("loader_file_format_selector")
+        if isinstance(file_format, LoadFileFormat):
+            file_format.choose_for(_records_in(extracted))
         normalized = self._timed("normalize", pipeline.normalize)
         self.rows = {
-            table: n for table, n in normalized.row_counts.items() if not table.startswith("_dlt")
+            table: n
+            for table, n in (normalized.row_counts if normalized else {}).items()
+            if not table.startswith("_dlt")
         }
         with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
             info: LoadInfo = self._timed("load", pipeline.load)
@@ -340,6 +393,17 @@ class _Steps:
             return call(*args)
         finally:
             self.seconds[step] = time.monotonic() - began
+
+
+def _records_in(extracted: ExtractInfo) -> int:
+    """Records an extract wrote (nested ones still inside their parents), `_dlt` tables aside."""
+    return sum(
+        table_metrics.items_count
+        for metrics in extracted.metrics.values()
+        for step in metrics
+        for table, table_metrics in step["table_metrics"].items()
+        if not table.startswith("_dlt")
+    )
 
 
 def _run_record(result: LoadResult, outcome: str, control: RunControl) -> dict[str, Any]:
@@ -407,18 +471,29 @@ def check_folder(folder: Path) -> None:
         ) from None
 
 
-def check_file(warehouse: Path) -> None:
-    """Fail in one line when the warehouse file exists but DuckDB cannot open it."""
+@contextlib.contextmanager
+def open_warehouse(warehouse: Path) -> Iterator[None]:
+    """Hold an existing warehouse open for a run, or fail in one line when DuckDB cannot open it.
+
+    While one connection is open, every other one this process opens to the file (dlt opens
+    about seven in a run) shares its database instead of reading and checkpointing the file
+    again: 40 ms each otherwise. A new warehouse is not created here, so that a run that
+    writes nothing leaves nothing behind."""
     if not warehouse.exists():
+        yield
         return
     try:
-        duckdb.connect(str(warehouse)).close()
+        held = duckdb.connect(str(warehouse))
     except duckdb.Error as error:
         first = str(error).splitlines()[0]
         raise WarehouseError(
             f"{warehouse} is not a usable DuckDB file ({first}); move it away or choose "
             "another --duckdb"
         ) from None
+    try:
+        yield
+    finally:
+        held.close()
 
 
 # Shipments and their children come from one list pass: loading one without the others would
@@ -438,26 +513,6 @@ def _checked_resources(resources: Sequence[str]) -> list[str]:
     if set(chosen) & set(SHIPMENT_RESOURCES):
         chosen += [name for name in SHIPMENT_RESOURCES if name not in chosen]
     return chosen
-
-
-def _row_counts(pipeline: dlt.Pipeline) -> dict[str, int]:
-    trace = pipeline.last_trace
-    if trace is None or trace.last_normalize_info is None:
-        return {}
-    counts = trace.last_normalize_info.row_counts
-    return {table: n for table, n in counts.items() if not table.startswith("_dlt")}
-
-
-def _step_seconds(pipeline: dlt.Pipeline) -> dict[str, float]:
-    """Seconds per dlt step (extract is when the network is used) of the last run."""
-    trace = pipeline.last_trace
-    if trace is None:
-        return {}
-    return {
-        step.step: (step.finished_at - step.started_at).total_seconds()
-        for step in trace.steps
-        if step.finished_at is not None and step.step != "run"
-    }
 
 
 @dataclass
