@@ -18,9 +18,10 @@ then a few invalid inputs by hand that once got nonconforming answers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -81,8 +82,9 @@ CHECKS = [
     error_code_matches_status,
 ]
 
+DOCUMENT: dict[str, Any] = yaml.safe_load(OPENAPI_PATH.read_text())
 schema = schemathesis.openapi.from_dict(
-    yaml.safe_load(OPENAPI_PATH.read_text()),
+    DOCUMENT,
     config=schemathesis.Config.from_dict(
         {
             "seed": SEED,
@@ -127,9 +129,35 @@ def read_back(sandbox: RunningSandbox, method: str, path: str, record_id: str) -
 
 
 # ---------------------------------------------------------------------- generated inputs
-@schema.parametrize()
-def test_responses_conform_to_the_document(case: Case[Any], sandbox: RunningSandbox) -> None:
-    call(case, sandbox)
+def _conformance_test(method: str, path: str) -> Callable[..., None]:
+    """The generated-inputs test of one operation, as a function of its own. Schemathesis gives
+    the operations of one parametrized test a single node id, and pytest-xdist then runs only
+    one of them; one function per operation keeps every operation tested, each by name."""
+
+    def test(case: Case[Any], sandbox: RunningSandbox) -> None:
+        call(case, sandbox)
+
+    name = re.sub(r"\W+", "_", f"{method} {path}".lower()).strip("_")
+    test.__name__ = test.__qualname__ = f"test_responses_conform_to_the_document__{name}"
+    only = schema.include(method=method.upper(), path=path)
+    return cast("Callable[..., None]", only.parametrize()(test))
+
+
+HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
+OPERATIONS = [
+    (method, path)
+    for path, item in DOCUMENT["paths"].items()
+    for method in item
+    if method in HTTP_METHODS
+]
+for _method, _path in OPERATIONS:
+    _test = _conformance_test(_method, _path)
+    globals()[_test.__name__] = _test
+
+
+def test_every_operation_has_its_generated_test() -> None:
+    generated = {name for name in globals() if name.startswith("test_responses_conform")}
+    assert len(generated) == len(OPERATIONS) == len(list(schema.get_all_operations()))
 
 
 # ---------------------------------------------------------------------- existing records
