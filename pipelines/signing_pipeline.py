@@ -367,7 +367,7 @@ class _Steps:
         pipeline.sync_destination()  # as `pipeline.run` does: the newer of the two states
         if pipeline.has_pending_data:
             # An earlier run stopped between fetching and loading (killed, the disk full):
-            # what it fetched goes in first, as `pipeline.run` would, and this run goes on.
+            # what it fetched goes in first. `pipeline.run` would stop there; this run goes on.
             stats.warn("loaded what an interrupted run had fetched before this run's own")
             if pipeline.list_extracted_load_packages():
                 pipeline.normalize()
