@@ -23,8 +23,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -41,25 +40,20 @@ from dagster_dlt import DagsterDltResource, DagsterDltTranslator, build_dlt_asse
 from dagster_dlt.constants import META_KEY_PIPELINE, META_KEY_SOURCE, META_KEY_TRANSLATOR
 from dagster_dlt.translator import DltResourceTranslatorData
 from dlt import Pipeline
-from dlt.common.configuration.exceptions import ConfigFieldMissingException
 from dlt.common.schema import Schema
 from dlt.extract.resource import DltResource
 from dlt.extract.source import DltSource
-from dlt.pipeline.exceptions import PipelineStepFailed
 
 import sources.signing as signing
-from pipelines.cli import missing_config_reason, step_failure_reason
-from pipelines.models import PROJECT_DIR, WAREHOUSE_VARIABLE, dbt_dir_for
-from pipelines.signing_pipeline import (
-    DEFAULT_WAREHOUSE,
-    RESOURCES,
-    AlreadyRunning,
-    LoadResult,
-    WarehouseError,
-    load_incremental,
+from pipelines.models import PROJECT_DIR, WAREHOUSE_VARIABLE, dbt_dir_for, environment_set
+from pipelines.signing_pipeline import DEFAULT_WAREHOUSE, RESOURCES, LoadResult
+from pipelines.workspaces import (
+    WorkspaceEntry,
+    WorkspaceLoad,
+    choose,
+    configured_workspaces,
+    load_workspace,
 )
-from pipelines.workspace_state import LegacyStateError
-from pipelines.workspaces import WorkspaceEntry, choose, configured_workspaces
 
 # The dlt source's name and the dbt source's: the raw assets are `signing/<table>`.
 SOURCE = "signing"
@@ -81,16 +75,6 @@ FRESH = "fresh"
 DAILY_CRON = "15 2 * * *"  # as the README's cron line
 FRESH_HOURS = 26  # a daily load, with room for a slow night
 FRESHNESS_CRON = "0 * * * *"
-# Errors a load ends with that the CLI reports in one line (no traceback); others are bugs.
-EXPECTED_FAILURES = (
-    AlreadyRunning,
-    WarehouseError,
-    LegacyStateError,
-    ConfigFieldMissingException,
-    PipelineStepFailed,
-    signing.SigningAPIError,
-    ValueError,
-)
 
 
 # ---------------------------------------------------------------------- the warehouse
@@ -110,18 +94,9 @@ class SigningWarehouse(dg.ConfigurableResource["SigningWarehouse"]):
         chosen = self.path or os.environ.get(WAREHOUSE_VARIABLE) or DEFAULT_WAREHOUSE
         return Path(chosen).expanduser().resolve()
 
-    @contextmanager
-    def for_dbt(self) -> Iterator[None]:
+    def for_dbt(self) -> AbstractContextManager[None]:
         """`SIGNING_WAREHOUSE` set to this file while dbt runs (its profile reads it)."""
-        saved = os.environ.get(WAREHOUSE_VARIABLE)
-        os.environ[WAREHOUSE_VARIABLE] = str(self.file)
-        try:
-            yield
-        finally:
-            if saved is None:
-                os.environ.pop(WAREHOUSE_VARIABLE, None)
-            else:
-                os.environ[WAREHOUSE_VARIABLE] = saved
+        return environment_set({WAREHOUSE_VARIABLE: str(self.file)})
 
 
 # ---------------------------------------------------------------------- the raw tables (dlt)
@@ -175,46 +150,6 @@ def raw_specs() -> list[dg.AssetSpec]:
     return [spec.replace_attributes(skippable=True) for spec in from_dlt + bookkeeping]
 
 
-@dataclass(frozen=True)
-class LoadOutcome:
-    """How one workspace's load ended, as the CLI would exit: its code, its one-line reason,
-    and what was loaded (None when the load ended before loading anything)."""
-
-    exit_code: int
-    reason: str | None = None
-    result: LoadResult | None = None
-
-    @property
-    def kind(self) -> str:
-        """`completed`, `stopped` (on purpose: exit 75) or `failed` (any other code)."""
-        return {0: "completed", 75: "stopped"}.get(self.exit_code, "failed")
-
-
-def failure_reason(error: Exception) -> str:
-    """The one line the CLI prints for an error a load ends with."""
-    if isinstance(error, PipelineStepFailed):
-        return step_failure_reason(error)
-    if isinstance(error, ConfigFieldMissingException):
-        return missing_config_reason(error)
-    return str(error)
-
-
-def load_workspace(warehouse: Path, entry: WorkspaceEntry) -> LoadOutcome:
-    """One workspace's incremental load, exactly as `signing-etl load --workspace` runs it."""
-    try:
-        result = load_incremental(
-            warehouse,
-            control=signing.RunControl(),
-            workspace_name=entry.name,
-            **entry.source_options(),
-        )
-    except signing.RunStopped as stopped:  # at the first request: nothing fetched or written
-        return LoadOutcome(stopped.exit_code, str(stopped))
-    except EXPECTED_FAILURES as error:
-        return LoadOutcome(1, failure_reason(error))
-    return LoadOutcome(result.exit_code, result.stopped, result)
-
-
 def workspace_entry(name: str) -> WorkspaceEntry:
     """The configured workspace a partition names, read from dlt's configuration now."""
     (entry,) = choose(configured_workspaces(), [name])
@@ -232,7 +167,7 @@ def _materialization_metadata(
     dlt: DagsterDltResource,
     spec: dg.AssetSpec,
     resource: DltResource | None,
-    outcome: LoadOutcome,
+    outcome: WorkspaceLoad,
     result: LoadResult,
 ) -> dict[str, Any]:
     """dagster-dlt's account of a resource's load (columns, jobs), then the run's own: its
@@ -293,7 +228,8 @@ def raw_assets(partitions: dg.PartitionsDefinition[str]) -> dg.AssetsDefinition:
     ) -> Iterator[dg.MaterializeResult[Any] | dg.AssetCheckResult]:
         entry = workspace_entry(context.partition_key)
         context.log.info(f"workspace {entry.name}: loading from {entry.base_url}")
-        outcome = load_workspace(signing_warehouse.file, entry)
+        # As `signing-etl load --workspace` loads it.
+        outcome = load_workspace(entry, signing_warehouse.file, signing.RunControl())
         context.instance.add_run_tags(context.run.run_id, {OUTCOME_TAG: outcome.kind})
         if outcome.kind == "failed":
             reason = str(outcome.reason)
@@ -301,7 +237,7 @@ def raw_assets(partitions: dg.PartitionsDefinition[str]) -> dg.AssetsDefinition:
                 reason = f"{reason}; what was fetched is loaded, the next run continues"
             raise dg.Failure(
                 description=reason,
-                metadata={"workspace": entry.name, "exit_code": outcome.exit_code},
+                metadata={"workspace": entry.name, "exit_code": outcome.code},
             )
         if outcome.kind == "stopped":
             context.log.warning(f"workspace {entry.name}: stopped early: {outcome.reason}")

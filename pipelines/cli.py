@@ -10,12 +10,10 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from dlt.common.configuration.exceptions import ConfigFieldMissingException
 from dlt.pipeline.exceptions import PipelineStepFailed
 from rich.progress import Progress as RichProgress
 from rich.progress import ProgressColumn, SpinnerColumn, Task, TimeElapsedColumn
@@ -25,12 +23,14 @@ from rich.text import Text
 from pipelines import output
 from pipelines import signing_pipeline as pipeline
 from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
-from pipelines.workspace_state import LegacyStateError
 from pipelines.workspaces import (
     WorkspaceConfigError,
     WorkspaceEntry,
+    WorkspaceLoad,
     choose,
     configured_workspaces,
+    load_workspace,
+    step_failure_reason,
     worst_exit_code,
 )
 from sources.signing import RunControl, RunStats, RunStopped, SigningAPIError, parse_iso
@@ -50,6 +50,11 @@ app = typer.Typer(
 )
 out = output.stdout_console()
 err = output.stderr_console()
+
+# `--destination` of the commands that read a warehouse (`load` has its own help).
+WarehouseDestination = Annotated[
+    str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
+]
 
 
 @app.callback()
@@ -170,11 +175,11 @@ def load(
 
 def _load_one_after_another(
     entries: list[WorkspaceEntry], warehouse: Path, several: bool, options: dict[str, Any]
-) -> list[_Outcome]:
+) -> list[WorkspaceLoad]:
     """Each workspace in turn. A single workspace that loaded nothing ends the command with
     its one line, as before workspaces were several; a signal or an unusable warehouse leaves
     the rest for the next run."""
-    outcomes: list[_Outcome] = []
+    outcomes: list[WorkspaceLoad] = []
     for entry in entries:
         outcome = _load_workspace(entry, warehouse, several, RunControl(), **options)
         outcomes.append(outcome)
@@ -190,14 +195,14 @@ def _load_one_after_another(
 
 def _load_side_by_side(
     entries: list[WorkspaceEntry], warehouse: Path, width: int, options: dict[str, Any]
-) -> list[_Outcome]:
+) -> list[WorkspaceLoad]:
     """Up to `width` workspaces at once, each in a thread with its own pipeline, key and
     pacer. SIGINT/SIGTERM stop every one of them cleanly (signals reach only this thread);
     workspaces not started by then wait for the next run."""
     controls = {entry.name: RunControl() for entry in entries}
     group = _ControlGroup(list(controls.values()))
 
-    def one(entry: WorkspaceEntry) -> _Outcome | None:
+    def one(entry: WorkspaceEntry) -> WorkspaceLoad | None:
         if group.stopped:
             return None
         return _load_workspace(entry, warehouse, True, controls[entry.name], **options)
@@ -220,53 +225,16 @@ class _ControlGroup:
             control.stop(reason)
 
 
-@dataclass
-class _Outcome:
-    """How one workspace's load ended: its result when it got as far as loading; `fatal` when
-    no other workspace can load either (a locked or unusable warehouse)."""
-
-    entry: WorkspaceEntry
-    code: int
-    reason: str | None
-    result: pipeline.LoadResult | None = None
-    seconds: float = 0.0
-    fatal: bool = False
-
-
 def _load_workspace(
     entry: WorkspaceEntry, warehouse: Path, several: bool, control: RunControl, **options: Any
-) -> _Outcome:
-    """One workspace's load with its progress line; with several workspaces, one line as it
-    ends, else the summary table. A failure before anything was loaded is an outcome with
-    its one-line reason, not an exception, so the next workspace still loads."""
+) -> WorkspaceLoad:
+    """One workspace's load (`load_workspace`) with its progress line; with several
+    workspaces, one line as it ends, else the summary table."""
     output.set_run_id(control.run_id)
     if several:
         output.info(f"workspace {entry.name}: loading from {entry.base_url}")
-    started = time.monotonic()
-    outcome = _Outcome(entry, 1, None)
     with Progress(control.stats):
-        try:
-            result = pipeline.load_incremental(
-                warehouse,
-                control=control,
-                workspace_name=entry.name,
-                **options,
-                **entry.source_options(),
-            )
-        except (pipeline.AlreadyRunning, pipeline.WarehouseError, LegacyStateError) as error:
-            outcome.reason, outcome.fatal = str(error), True
-        except ConfigFieldMissingException as error:
-            outcome.reason, outcome.fatal = missing_config_reason(error), True
-        except PipelineStepFailed as error:
-            outcome.reason = step_failure_reason(error)
-        except RunStopped as error:  # at the first request: nothing fetched, nothing written
-            outcome.code, outcome.reason = error.exit_code, str(error)
-        except (SigningAPIError, ValueError) as error:
-            outcome.reason = str(error)
-        else:
-            outcome = _Outcome(
-                entry, result.exit_code, result.stopped, result, time.monotonic() - started
-            )
+        outcome = load_workspace(entry, warehouse, control, **options)
     if outcome.result is not None:
         _summary(outcome.result, outcome.seconds, several)
     if several:
@@ -274,7 +242,7 @@ def _load_workspace(
     return outcome
 
 
-def _say_outcome(outcome: _Outcome) -> None:
+def _say_outcome(outcome: WorkspaceLoad) -> None:
     """One line per workspace as it ends, at the level its outcome deserves."""
     name = outcome.entry.name
     costs = f", {_costs(outcome.result.stats, outcome.seconds)}" if outcome.result else ""
@@ -288,7 +256,7 @@ def _say_outcome(outcome: _Outcome) -> None:
         )
 
 
-def _summary_of_workspaces(outcomes: list[_Outcome], total: int) -> None:
+def _summary_of_workspaces(outcomes: list[WorkspaceLoad], total: int) -> None:
     """Rows loaded per table and workspace, then one line with each workspace's outcome (and
     those a signal kept from starting)."""
     loaded = {o.entry.name: o.result.rows for o in outcomes if o.result is not None}
@@ -311,9 +279,7 @@ def models(
         pipeline.DEFAULT_WAREHOUSE
     ),
     select: Annotated[str | None, typer.Option(help="dbt selection, e.g. marts.")] = None,
-    destination: Annotated[
-        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
-    ] = "duckdb",
+    destination: WarehouseDestination = "duckdb",
 ) -> None:
     """Rebuild the dbt models (staging views, marts tables) on the loaded raw data."""
     _build_models(duckdb, select, destination)
@@ -391,9 +357,7 @@ def report(
             "service. Default: every workspace, each apart.",
         ),
     ] = None,
-    destination: Annotated[
-        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
-    ] = "duckdb",
+    destination: WarehouseDestination = "duckdb",
 ) -> None:
     """Run the funnel notebook on the warehouse's marts and write a self-contained HTML report."""
     path = _write_report(duckdb, out_dir, workspace, destination)
@@ -434,9 +398,7 @@ def status(
     duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = (
         pipeline.DEFAULT_WAREHOUSE
     ),
-    destination: Annotated[
-        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
-    ] = "duckdb",
+    destination: WarehouseDestination = "duckdb",
 ) -> None:
     """Show the last run, the cursors and the row counts of a warehouse."""
     try:
@@ -542,9 +504,7 @@ def sql(
         str, typer.Option("--format", help="table (for people), csv or json (one object a row).")
     ] = "table",
     limit: Annotated[int, typer.Option(min=1, help="Rows printed at most.")] = 1000,
-    destination: Annotated[
-        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
-    ] = "duckdb",
+    destination: WarehouseDestination = "duckdb",
 ) -> None:
     """Run a read-only SQL query on the warehouse and print the result."""
     if output_format not in ("table", "csv", "json"):
@@ -636,28 +596,6 @@ def _summary(result: pipeline.LoadResult, seconds: float, several: bool = False)
         )
     for warning in stats.warnings:
         output.warning(prefix + warning)
-
-
-def missing_config_reason(error: ConfigFieldMissingException) -> str:
-    fields = ", ".join(error.fields)
-    return (
-        f"missing configuration: {fields}; set SOURCES__SIGNING__API_KEY and "
-        "SOURCES__SIGNING__BASE_URL (or .dlt/secrets.toml, .dlt/config.toml)"
-    )
-
-
-def step_failure_reason(error: PipelineStepFailed) -> str:
-    """The innermost known cause of a failed dlt step, in one line (also the reason the Dagster
-    assets fail with)."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, SigningAPIError | ConfigFieldMissingException):
-            if isinstance(cause, ConfigFieldMissingException):
-                return missing_config_reason(cause)
-            return str(cause)
-        cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
-    first_line = str(error.exception).splitlines()[0] if str(error.exception) else ""
-    return f"the {error.step} step failed: {type(error.exception).__name__}: {first_line}"
 
 
 class _StatsColumn(ProgressColumn):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,9 +139,7 @@ def build_models(
         args += ["--target", destination]
     started = time.monotonic()
     try:
-        with contextlib.ExitStack() as settings:
-            for name, value in {WAREHOUSE_VARIABLE: str(warehouse), **target}.items():
-                settings.enter_context(_environment(name, value))
+        with environment_set({WAREHOUSE_VARIABLE: str(warehouse), **target}):
             outcome = dbtRunner().invoke(args)
     finally:
         # dbt-duckdb keeps the file open in-process after a run, which would lock out the
@@ -326,13 +323,15 @@ def _one_line(text: str) -> str:
 
 
 @contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    saved = os.environ.get(name)
-    os.environ[name] = value
+def environment_set(values: Mapping[str, str]) -> Iterator[None]:
+    """These environment variables set while the block runs, as they were afterwards."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

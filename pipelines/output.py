@@ -73,9 +73,12 @@ class _RunId(logging.Filter):
         self.run_id: str | None = None
         self.local = threading.local()
 
+    def current(self) -> str | None:
+        return getattr(self.local, "run_id", self.run_id)
+
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "run_id"):
-            record.run_id = getattr(self.local, "run_id", self.run_id)
+            record.run_id = self.current()
         return True
 
 
@@ -105,7 +108,7 @@ def set_run_id(run_id: str | None) -> None:
 
 def current_run_id() -> str | None:
     """The run id this thread's messages carry."""
-    return getattr(_run_id.local, "run_id", _run_id.run_id)
+    return _run_id.current()
 
 
 def is_json() -> bool:

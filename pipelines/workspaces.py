@@ -16,11 +16,19 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import dlt
+from dlt.common.configuration.exceptions import ConfigFieldMissingException
+from dlt.pipeline.exceptions import PipelineStepFailed
+
+from pipelines.signing_pipeline import AlreadyRunning, LoadResult, WarehouseError, load_incremental
+from pipelines.workspace_state import LegacyStateError
+from sources.signing import RunControl, RunStopped, SigningAPIError
 
 SECTION = ("sources", "signing", "workspaces")
 DEFAULT_NAME = "default"
@@ -124,3 +132,72 @@ def worst_exit_code(codes: Iterable[int]) -> int:
         return 3 if code > 128 else 0 if code == 0 else 1 if code == 75 else 2
 
     return max(seen, key=severity, default=0)
+
+
+@dataclass
+class WorkspaceLoad:
+    """How one workspace's load ended, as the CLI exits for it: its code and one-line reason,
+    what was loaded (None when it ended before loading anything), and `fatal` when no other
+    workspace can load either (a locked or unusable warehouse, configuration missing)."""
+
+    entry: WorkspaceEntry
+    code: int
+    reason: str | None = None
+    result: LoadResult | None = None
+    seconds: float = 0.0
+    fatal: bool = False
+
+    @property
+    def kind(self) -> str:
+        """`completed`, `stopped` (on purpose: exit 75) or `failed` (any other code)."""
+        return {0: "completed", 75: "stopped"}.get(self.code, "failed")
+
+
+def load_workspace(
+    entry: WorkspaceEntry, warehouse: Path, control: RunControl, **options: Any
+) -> WorkspaceLoad:
+    """One workspace's incremental load, for the CLI and the Dagster assets alike. An error a
+    load ends with is an outcome with its one-line reason, not an exception, so the next
+    workspace still loads; any other exception is a bug and propagates."""
+    started = time.monotonic()
+    try:
+        result = load_incremental(
+            warehouse,
+            control=control,
+            workspace_name=entry.name,
+            **options,
+            **entry.source_options(),
+        )
+    except (AlreadyRunning, WarehouseError, LegacyStateError) as error:
+        return WorkspaceLoad(entry, 1, str(error), fatal=True)
+    except ConfigFieldMissingException as error:
+        return WorkspaceLoad(entry, 1, missing_config_reason(error), fatal=True)
+    except PipelineStepFailed as error:
+        return WorkspaceLoad(entry, 1, step_failure_reason(error))
+    except RunStopped as error:  # at the first request: nothing fetched, nothing written
+        return WorkspaceLoad(entry, error.exit_code, str(error))
+    except (SigningAPIError, ValueError) as error:
+        return WorkspaceLoad(entry, 1, str(error))
+    seconds = time.monotonic() - started
+    return WorkspaceLoad(entry, result.exit_code, result.stopped, result, seconds)
+
+
+def missing_config_reason(error: ConfigFieldMissingException) -> str:
+    fields = ", ".join(error.fields)
+    return (
+        f"missing configuration: {fields}; set SOURCES__SIGNING__API_KEY and "
+        "SOURCES__SIGNING__BASE_URL (or .dlt/secrets.toml, .dlt/config.toml)"
+    )
+
+
+def step_failure_reason(error: PipelineStepFailed) -> str:
+    """The innermost known cause of a failed dlt step, in one line."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, SigningAPIError | ConfigFieldMissingException):
+            if isinstance(cause, ConfigFieldMissingException):
+                return missing_config_reason(cause)
+            return str(cause)
+        cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
+    first_line = str(error.exception).splitlines()[0] if str(error.exception) else ""
+    return f"the {error.step} step failed: {type(error.exception).__name__}: {first_line}"

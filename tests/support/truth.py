@@ -8,6 +8,7 @@ normalisation, merge, types.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -148,42 +149,50 @@ WORKSPACE_OF = {
 def actual(warehouse: Path, workspace_id: str | None = None) -> dict[str, Rows]:
     """The same rows read back from the warehouse (tables that do not exist are empty); only
     `workspace_id`'s rows when one is given."""
-    tables: dict[str, Rows] = {}
     with duckdb.connect(str(warehouse), read_only=True) as connection:
-        existing = raw_tables(connection)
-        for table, query in QUERIES.items():
-            if table not in existing:
-                tables[table] = set()
-                continue
-            params: list[str] = []
-            if workspace_id is not None:
-                query, params = f"{query} where {WORKSPACE_OF[table]} = ?", [workspace_id]
-            rows = connection.execute(query, params).fetchall()
-            tables[table] = {_normalise(table, row) for row in rows}
-    return tables
+        return _read_tables(
+            raw_tables(connection),
+            lambda query, params: connection.execute(query, params).fetchall(),
+            "?",
+            workspace_id,
+        )
 
 
 def actual_in_postgres(connection: Any, workspace_id: str | None = None) -> dict[str, Rows]:
     """`actual` of a Postgres warehouse: the same QUERIES through a psycopg2 connection (the
     dataset `raw` is a schema there too), read in one transaction and rolled back."""
-    tables: dict[str, Rows] = {}
     try:
         with connection.cursor() as cursor:
-            cursor.execute(
-                "select table_name from information_schema.tables where table_schema = 'raw'"
-            )
-            existing = {name for (name,) in cursor.fetchall()}
-            for table, query in QUERIES.items():
-                if table not in existing:
-                    tables[table] = set()
-                    continue
-                params: list[str] = []
-                if workspace_id is not None:
-                    query, params = f"{query} where {WORKSPACE_OF[table]} = %s", [workspace_id]
+
+            def fetch(query: str, params: list[str]) -> list[Any]:
                 cursor.execute(query, params)
-                tables[table] = {_normalise(table, tuple(row)) for row in cursor.fetchall()}
+                return list(cursor.fetchall())
+
+            existing = fetch(
+                "select table_name from information_schema.tables where table_schema = 'raw'", []
+            )
+            return _read_tables({name for (name,) in existing}, fetch, "%s", workspace_id)
     finally:
         connection.rollback()
+
+
+def _read_tables(
+    existing: set[str],
+    fetch: Callable[[str, list[str]], Iterable[Sequence[Any]]],
+    placeholder: str,
+    workspace_id: str | None,
+) -> dict[str, Rows]:
+    """Every table of QUERIES through `fetch(query, parameters)`, which takes `placeholder`
+    for a parameter; only `workspace_id`'s rows when one is given."""
+    tables: dict[str, Rows] = {}
+    for table, query in QUERIES.items():
+        if table not in existing:
+            tables[table] = set()
+            continue
+        params: list[str] = []
+        if workspace_id is not None:
+            query, params = f"{query} where {WORKSPACE_OF[table]} = {placeholder}", [workspace_id]
+        tables[table] = {_normalise(table, tuple(row)) for row in fetch(query, params)}
     return tables
 
 
