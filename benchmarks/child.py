@@ -123,14 +123,14 @@ def _peer(warehouse: Path, base_url: str, api_key: str, workers: int) -> dict[st
     import dlt
 
     from benchmarks.peer import peer_source
-    from pipelines.signing_pipeline import duckdb_destination, pipelines_dir_for
+    from pipelines.warehouse import Warehouse
 
     os.environ["EXTRACT__WORKERS"] = str(workers)
     started = time.perf_counter()
     pipeline = dlt.pipeline(
         pipeline_name="signing_peer",
-        pipelines_dir=str(pipelines_dir_for(warehouse)),
-        destination=duckdb_destination(warehouse),
+        pipelines_dir=str(Warehouse.at(warehouse).pipelines_dir),
+        destination=Warehouse.at(warehouse).dlt_destination(),
         dataset_name="raw",
     )
     pipeline.run(peer_source(base_url, api_key))

@@ -22,6 +22,7 @@ from typing import Any
 
 from pipelines.models import build_models
 from pipelines.signing_pipeline import load_incremental
+from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support.postgres import PostgresServer, running_postgres
 
@@ -35,11 +36,10 @@ def one(side: str, running: RunningSandbox, server: PostgresServer, workdir: Pat
     if side == "postgres":
         os.environ["DESTINATION__POSTGRES__CREDENTIALS"] = server.create_database().credentials
     began = time.monotonic()
-    result = load_incremental(
-        warehouse, destination=side, api_key=running.api_key, base_url=running.base_url, **FAST
-    )
+    place = Warehouse.at(warehouse, side)
+    result = load_incremental(place, api_key=running.api_key, base_url=running.base_url, **FAST)
     loaded = time.monotonic() - began
-    built = build_models(warehouse, destination=side)
+    built = build_models(place)
     steps = ", ".join(f"{step} {seconds:.1f} s" for step, seconds in result.step_seconds.items())
     print(
         f"{side:8}: load {loaded:5.1f} s ({steps}; {sum(result.rows.values()):,} rows), "

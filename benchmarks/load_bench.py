@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 
 from benchmarks.child import DEFAULT_WORKERS, run_load
+from pipelines.environment import environment_set, source_environment
 from pipelines.signing_pipeline import LoadResult, load_incremental
 from sandbox import PLAN_REQUESTS_PER_MINUTE, RunningSandbox, SandboxConfig, Store
 
@@ -79,8 +80,10 @@ def limited(shipments: int, plan: str, workdir: Path, cli_runs: int) -> None:
     config = SandboxConfig(seed=5, shipments=shipments, start_ms=START_MS, plan=plan)
     allowed = min(config.requests_per_second, config.effective_requests_per_minute / 60)
     warehouse = workdir / "limited.duckdb"
-    with RunningSandbox(config) as running:
-        _point(running)
+    with (
+        RunningSandbox(config) as running,
+        environment_set(source_environment(running.base_url, running.api_key)),
+    ):
         empty: dict[str, dict[str, Any]] = {"documents": {}, "contacts": {}, "shipments": {}}
         first = snapshot(running.store)
         report(
@@ -162,11 +165,6 @@ def unlimited(shipments: int, rounds: int, workers: int, workdir: Path) -> None:
         f"unlimited, median of {rounds}: ours {ours:,.0f} records/s, peer {peer:,.0f} "
         f"records/s: ours / peer = {ours / peer:.2f}"
     )
-
-
-def _point(running: RunningSandbox) -> None:
-    os.environ["SOURCES__SIGNING__API_KEY"] = running.api_key
-    os.environ["SOURCES__SIGNING__BASE_URL"] = running.base_url
 
 
 def main() -> None:

@@ -7,21 +7,16 @@ the report is written if the notebook exists.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import duckdb
 import httpx
 
-from pipelines.signing_pipeline import LoadResult, load_incremental, pipelines_dir_for
-
-if TYPE_CHECKING:
-    from sandbox import RunningSandbox
+from pipelines.environment import environment_set, source_environment
+from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.warehouse import Warehouse
 
 DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
@@ -43,18 +38,17 @@ EXAMPLE_QUERIES = (
 )
 
 
-def headline(warehouse: Path) -> str:
+def headline(warehouse: Warehouse) -> str:
     """The funnel in a few lines, read from `marts.fct_shipments`."""
-    with duckdb.connect(str(warehouse), read_only=True) as connection:
-        row = connection.execute(
+    with warehouse.reader() as client:
+        (row,) = client.execute_sql(
             """
             select count(*) filter (where is_sent), count(*) filter (where is_opened),
                    count(*) filter (where is_completed), count(*) filter (where is_expired),
                    count(*) filter (where is_revoked), median(hours_to_completion)
             from marts.fct_shipments
             """
-        ).fetchone()
-    assert row is not None
+        )
     sent, opened, completed, expired, revoked, median_hours = row
 
     def share(count: int) -> str:
@@ -70,13 +64,13 @@ def headline(warehouse: Path) -> str:
 
 @dataclass
 class DemoResult:
-    warehouse: Path
+    warehouse: Warehouse
     loads: list[LoadResult] = field(default_factory=list)
     sandbox_now: str = ""
 
 
 def run_demo(
-    warehouse: Path = DEMO_WAREHOUSE,
+    warehouse: Warehouse | Path = DEMO_WAREHOUSE,
     *,
     shipments: int = 3_000,
     weeks: int = 4,
@@ -86,9 +80,8 @@ def run_demo(
     """Serve a sandbox, load it, advance `weeks` weeks loading after each, and return."""
     from sandbox import RunningSandbox, SandboxConfig  # the server only when the demo runs
 
-    if warehouse.exists():
-        warehouse.unlink()
-    shutil.rmtree(pipelines_dir_for(warehouse), ignore_errors=True)
+    place = Warehouse.of(warehouse)
+    place.remove()
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start = today - timedelta(weeks=weeks)
     config = SandboxConfig(
@@ -102,30 +95,29 @@ def run_demo(
         ip_requests_per_second=2 * DEMO_RATE,
         ip_burst=2 * DEMO_BURST,
     )
-    result = DemoResult(warehouse)
+    result = DemoResult(place)
     say(f"Starting the sandbox: {shipments:,} shipments of history up to {start:%Y-%m-%d}…")
-    with RunningSandbox(config) as running:
-        saved = _point_at(running)
-        try:
-            say("Initial load…")
-            result.loads.append(_load(warehouse))
+    with (
+        RunningSandbox(config) as running,
+        environment_set(source_environment(running.base_url, running.api_key)),
+    ):
+        say("Initial load…")
+        result.loads.append(_load(place))
+        say(_line(result.loads[-1]))
+        for week in range(1, weeks + 1):
+            httpx.post(
+                f"{running.root_url}/_sandbox/advance", json={"days": 7}, timeout=120
+            ).raise_for_status()
+            say(f"Week {week} of {weeks} passed in the sandbox; incremental load…")
+            result.loads.append(_load(place))
             say(_line(result.loads[-1]))
-            for week in range(1, weeks + 1):
-                httpx.post(
-                    f"{running.root_url}/_sandbox/advance", json={"days": 7}, timeout=120
-                ).raise_for_status()
-                say(f"Week {week} of {weeks} passed in the sandbox; incremental load…")
-                result.loads.append(_load(warehouse))
-                say(_line(result.loads[-1]))
-            result.sandbox_now = datetime.fromtimestamp(
-                running.store.clock.now_ms() / 1000, UTC
-            ).strftime("%Y-%m-%d %H:%M UTC")
-        finally:
-            _restore(saved)
+        result.sandbox_now = datetime.fromtimestamp(
+            running.store.clock.now_ms() / 1000, UTC
+        ).strftime("%Y-%m-%d %H:%M UTC")
     return result
 
 
-def _load(warehouse: Path) -> LoadResult:
+def _load(warehouse: Warehouse) -> LoadResult:
     return load_incremental(warehouse, requests_per_second=DEMO_RATE, burst=DEMO_BURST)
 
 
@@ -135,21 +127,3 @@ def _line(result: LoadResult) -> str:
         f"  {rows:,} rows, {result.stats.requests:,} requests, "
         f"{result.stats.throttled} 429s, {result.seconds:.1f} s"
     )
-
-
-_VARIABLES = ("SOURCES__SIGNING__API_KEY", "SOURCES__SIGNING__BASE_URL")
-
-
-def _point_at(running: RunningSandbox) -> dict[str, str | None]:
-    saved = {name: os.environ.get(name) for name in _VARIABLES}
-    os.environ["SOURCES__SIGNING__API_KEY"] = running.api_key
-    os.environ["SOURCES__SIGNING__BASE_URL"] = running.base_url
-    return saved
-
-
-def _restore(saved: dict[str, str | None]) -> None:
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import re
 import sys
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import nbformat
 import zmq
 from jinja2 import DictLoader
@@ -20,6 +17,9 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from nbconvert import HTMLExporter
 from nbformat import NotebookNode
+
+from pipelines.errors import ReportError, WarehouseError
+from pipelines.warehouse import LoadedWorkspace, Warehouse
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 FUNNEL_NOTEBOOK = NOTEBOOKS_DIR / "signing_funnel.ipynb"
@@ -32,6 +32,8 @@ MARTS = (
     "dim_documents",
     "dim_contacts",
 )
+# What the notebook reads: the marts, and the workspaces' names.
+REPORT_TABLES = (("raw", "workspaces"), *(("marts", mart) for mart in MARTS))
 CELL_TIMEOUT_SECONDS = 600
 
 # JupyterLab's look, without the scripts it loads from CDNs (require.js, MathJax, Mermaid):
@@ -49,26 +51,10 @@ _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 """
 
 
-class ReportError(Exception):
-    """The report cannot be written; the message is one line that says why."""
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """A workspace loaded into a warehouse (`raw.workspaces`)."""
-
-    id: str
-    name: str | None
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.id})" if self.name else self.id
-
-
 def write_report(
-    warehouse: Path,
+    warehouse: Warehouse | Path,
     out_dir: Path = DEFAULT_REPORTS_DIR,
     workspace: str | None = None,
-    destination: str = "duckdb",
 ) -> Path:
     """Execute the funnel notebook on a warehouse and write it as one self-contained HTML file.
 
@@ -79,13 +65,12 @@ def write_report(
     report has no per-workspace headings.
 
     Args:
-        warehouse: DuckDB file whose `marts` schema the models built.
+        warehouse: the warehouse whose `marts` schema the models built (a DuckDB file's path,
+            or any destination: its marts and `raw.workspaces`, small tables, are then read
+            through its own connection into a local DuckDB copy, which the notebook reads).
         out_dir: folder of the report (created if missing).
         workspace: the id or name of one workspace to report on alone (see `find_workspace`);
             None: every workspace of the warehouse.
-        destination: the warehouse's dlt destination. Other than DuckDB, the marts (small,
-            aggregated tables) and `raw.workspaces` are read through the destination's own
-            connection into a DuckDB snapshot named after `warehouse`, which the notebook reads.
 
     Returns:
         The path of the HTML file: `<out_dir>/<warehouse's stem>_funnel.html`, or
@@ -97,19 +82,24 @@ def write_report(
             workspace (the message lists the ones it has), or the notebook failed; the
             message is one line.
     """
-    if destination != "duckdb":
-        with tempfile.TemporaryDirectory() as folder:
-            snapshot = snapshot_marts(destination, Path(folder) / Path(warehouse).name)
-            return write_report(snapshot, out_dir, workspace)
-    warehouse = Path(warehouse).resolve()
-    problem = marts_problem(warehouse)
+    place = Warehouse.of(warehouse)
+    try:
+        with place.local_copy(REPORT_TABLES) as local:
+            return _write(local, out_dir, workspace)
+    except WarehouseError as error:
+        raise ReportError(str(error)) from None
+
+
+def _write(warehouse: Warehouse, out_dir: Path, workspace: str | None) -> Path:
+    problem = warehouse.marts_missing(MARTS)
     if problem:
         raise ReportError(problem)
-    parameters = {"warehouse": str(warehouse)}
-    name = f"{warehouse.stem}_funnel.html"
+    path = warehouse.path.resolve()
+    parameters = {"warehouse": str(path)}
+    name = f"{path.stem}_funnel.html"
     if workspace is not None:
         parameters["workspace"] = find_workspace(warehouse, workspace).id
-        name = f"{warehouse.stem}_{_file_name_part(workspace)}_funnel.html"
+        name = f"{path.stem}_{_file_name_part(workspace)}_funnel.html"
     try:
         executed = execute_notebook(FUNNEL_NOTEBOOK, parameters)
     except CellExecutionError as error:
@@ -119,56 +109,34 @@ def write_report(
     except CellTimeoutError as error:
         raise ReportError(f"the report notebook timed out: {_first_line(str(error))}") from None
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / name
-    path.write_text(notebook_html(executed), encoding="utf-8")
-    return path
+    report = out_dir / name
+    report.write_text(notebook_html(executed), encoding="utf-8")
+    return report
 
 
-def snapshot_marts(destination: str, into: Path) -> Path:
-    """Copy the marts and `raw.workspaces` of a warehouse in any dlt destination (read through
-    the destination's connection, configured as a load is) into a new DuckDB file `into`.
+def snapshot_marts(warehouse: Warehouse, into: Path) -> Path:
+    """A DuckDB file `into` with the marts and `raw.workspaces` of `warehouse` (any destination).
 
     Raises:
         ReportError: the destination cannot be read or lacks a mart (one line).
     """
-    from pipelines.signing_pipeline import warehouse_client
-
     try:
-        with warehouse_client(into, destination) as client, duckdb.connect(str(into)) as local:
-            for schema, table in [("raw", "workspaces"), *(("marts", m) for m in MARTS)]:
-                local.execute(f"create schema if not exists {schema}")
-                with client.execute_query(f"select * from {schema}.{table}") as cursor:
-                    frame = cursor.df()
-                local.register("copied", frame)
-                local.execute(f"create table {schema}.{table} as select * from copied")
-                local.unregister("copied")
-    except ReportError:
-        raise
-    except Exception as error:  # the destination's own message, in one line
-        raise ReportError(
-            f"cannot read the marts of the {destination} destination: {_first_line(str(error))}"
-            f"; run `signing-etl models --destination {destination}` after a load"
-        ) from None
-    return into
+        return warehouse.copy_into(into, REPORT_TABLES)
+    except WarehouseError as error:
+        raise ReportError(str(error)) from None
 
 
-def find_workspace(warehouse: Path, workspace: str) -> Workspace:
+def find_workspace(warehouse: Warehouse | Path, workspace: str) -> LoadedWorkspace:
     """The workspace of the warehouse (`raw.workspaces`) whose id or name is `workspace`.
 
     An id matches exactly; a name exactly, else ignoring case and surrounding spaces.
-
-    Args:
-        warehouse: DuckDB file the pipeline loaded.
-        workspace: a workspace id or name.
-
-    Returns:
-        The one matching workspace.
 
     Raises:
         ReportError: no workspace matches, or the name is shared by several (give the id
             then); the message is one line that lists the warehouse's workspaces.
     """
-    known = workspaces(warehouse)
+    place = Warehouse.of(warehouse)
+    known = place.workspaces()
     wanted = workspace.strip().casefold()
     for matches in (
         [w for w in known if w.id == workspace],
@@ -180,62 +148,11 @@ def find_workspace(warehouse: Path, workspace: str) -> Workspace:
         if matches:
             listed = ", ".join(map(str, matches))
             raise ReportError(
-                f"{len(matches)} workspaces of {warehouse} are named {workspace!r}: "
+                f"{len(matches)} workspaces of {place.label} are named {workspace!r}: "
                 f"give the id of one ({listed})"
             )
     listed = ", ".join(map(str, known)) or "none loaded yet"
-    raise ReportError(f"no workspace {workspace!r} in {warehouse}; its workspaces: {listed}")
-
-
-def workspaces(warehouse: Path) -> list[Workspace]:
-    """The workspaces loaded into a warehouse (`raw.workspaces`), by name; none if it has no
-    such table or cannot be read.
-
-    Args:
-        warehouse: DuckDB file the pipeline loaded.
-
-    Returns:
-        One entry per workspace id.
-    """
-    try:
-        with duckdb.connect(str(warehouse), read_only=True) as connection:
-            rows = connection.execute(
-                "select id, max(name) from raw.workspaces where id is not null "
-                "group by id order by max(name), id"
-            ).fetchall()
-    except duckdb.Error:
-        return []
-    return [Workspace(id=str(id_), name=name) for id_, name in rows]
-
-
-def marts_problem(warehouse: Path) -> str | None:
-    """Why the warehouse's marts cannot be reported on, in one line; None when they can.
-
-    Args:
-        warehouse: DuckDB file.
-
-    Returns:
-        None if every mart exists; else a sentence naming the file and the command to run.
-    """
-    if not warehouse.is_file():
-        return f"no warehouse at {warehouse}; run `signing-etl load` (or `signing-etl demo`)"
-    try:
-        with duckdb.connect(str(warehouse), read_only=True) as connection:
-            found = {
-                name
-                for (name,) in connection.execute(
-                    "select table_name from information_schema.tables where table_schema = 'marts'"
-                ).fetchall()
-            }
-    except duckdb.Error as error:
-        return f"cannot open {warehouse}: {_first_line(str(error))}"
-    missing = [name for name in MARTS if name not in found]
-    if missing:
-        return (
-            f"{warehouse} has no marts ({', '.join(missing)} missing); "
-            f"run `signing-etl models --duckdb {warehouse}`"
-        )
-    return None
+    raise ReportError(f"no workspace {workspace!r} in {place.label}; its workspaces: {listed}")
 
 
 def execute_notebook(
@@ -296,21 +213,6 @@ def notebook_html(notebook: NotebookNode) -> str:
     )
     body, _ = exporter.from_notebook_node(notebook)
     return body
-
-
-def strip_outputs(path: Path) -> None:
-    """Clear a notebook's outputs and execution counts in place, as it is committed.
-
-    Args:
-        path: the `.ipynb` file.
-    """
-    notebook = nbformat.read(path, as_version=4)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-        cell.metadata.pop("execution", None)
-    nbformat.write(notebook, path)
 
 
 class _ThisInterpreterKernels(KernelSpecManager):

@@ -6,13 +6,18 @@ recording costs no second pipeline run.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import dlt
 import orjson
+
+from pipelines.outcome import Outcome
+from pipelines.warehouse import SqlClient, columns_by_table
 
 RUNS_TABLE = "_signing_runs"
 INCOMPLETE_SHIPMENTS_TABLE = "_signing_incomplete_shipments"
@@ -37,29 +42,88 @@ RUN_COLUMNS: dict[str, str] = {
     "requests_by_endpoint": "varchar",
     "warnings": "varchar",
 }
+_JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings")
 
 
-def record_run(pipeline: dlt.Pipeline, record: Mapping[str, Any]) -> None:
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of one workspace, as `raw._signing_runs` keeps it."""
+
+    run_id: str
+    workspace_id: str | None
+    started_at: datetime
+    outcome: Outcome
+    finished_at: datetime | None = None
+    workspace_name: str | None = None  # the configured entry (`--workspace`) it ran as
+    stop_reason: str | None = None
+    requests: int = 0
+    failed_attempts: int = 0
+    throttled: int = 0
+    retries: int = 0
+    waited_seconds: float = 0.0
+    request_seconds: float = 0.0
+    truncated_trails: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    requests_by_endpoint: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_row(self) -> dict[str, Any]:
+        """Column values for SQL: the outcome as its name, dicts and lists as JSON text."""
+        row = dataclasses.asdict(self)
+        row["outcome"] = str(self.outcome)
+        for name in ("waited_seconds", "request_seconds"):
+            row[name] = round(row[name], 3)
+        for name in _JSON_COLUMNS:
+            row[name] = orjson.dumps(row[name], option=orjson.OPT_SORT_KEYS).decode()
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RunRecord:
+        """A record as read back; columns an earlier version did not write take defaults."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {name: value for name, value in row.items() if name in known}
+        for name in _JSON_COLUMNS:
+            if isinstance(values.get(name), str):
+                values[name] = orjson.loads(values[name])
+        for name, value in list(values.items()):
+            if value is None and name not in ("workspace_id", "finished_at", "workspace_name"):
+                values.pop(name)  # a column an earlier version left empty: the default
+        values["outcome"] = Outcome(str(row.get("outcome") or Outcome.FAILED))
+        values["run_id"] = str(row.get("run_id") or "")
+        return cls(**values)
+
+
+def record_run(pipeline: dlt.Pipeline, record: RunRecord) -> None:
     """Append one run's record to `raw._signing_runs`, creating or widening the table.
 
     Tables written by earlier versions were loaded by dlt and carry its `_dlt_load_id` and
     `_dlt_id` columns (not null); rows added here fill them with the run's id."""
-    values = {name: _sql_value(record.get(name)) for name in RUN_COLUMNS}
+    values = record.to_row()
     with pipeline.sql_client() as client:
         table = client.make_qualified_table_name(RUNS_TABLE)
         client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
         columns = ", ".join(f"{name} {kind}" for name, kind in RUN_COLUMNS.items())
         client.execute_sql(f"create table if not exists {table} ({columns})")
-        existing = _columns_of(client, RUNS_TABLE)
+        existing = columns_by_table(client).get(RUNS_TABLE, set())
         for name, kind in RUN_COLUMNS.items():
             if name not in existing:
                 client.execute_sql(f"alter table {table} add column {name} {kind}")
         if "_dlt_id" in existing:
-            values["_dlt_load_id"] = str(record.get("run_id"))
+            values["_dlt_load_id"] = record.run_id
             values["_dlt_id"] = uuid.uuid4().hex
         names = ", ".join(values)
         marks = ", ".join(["%s"] * len(values))
         client.execute_sql(f"insert into {table} ({names}) values ({marks})", *values.values())
+
+
+def read_runs(client: SqlClient, columns: Mapping[str, set[str]]) -> list[RunRecord]:
+    """Every recorded run, newest first (none before the first run)."""
+    if RUNS_TABLE not in columns:
+        return []
+    table = client.make_qualified_table_name(RUNS_TABLE)
+    names = sorted(columns[RUNS_TABLE] & set(RUN_COLUMNS))
+    rows = client.execute_sql(f"select {', '.join(names)} from {table} order by started_at desc")
+    return [RunRecord.from_row(dict(zip(names, row, strict=True))) for row in rows or []]
 
 
 def record_incomplete_shipments(
@@ -81,22 +145,3 @@ def record_incomplete_shipments(
             client.execute_sql(
                 f"insert into {table} (workspace_id, shipment_id) values {marks}", *pairs
             )
-
-
-def _columns_of(client: Any, table: str) -> set[str]:
-    rows = client.execute_sql(
-        "select column_name from information_schema.columns "
-        "where table_schema = %s and table_name = %s",
-        client.dataset_name,
-        table,
-    )
-    return {str(row[0]) for row in rows or []}
-
-
-def _sql_value(value: Any) -> Any:
-    """Dicts and lists as JSON text; everything else as it is."""
-    if isinstance(value, dict | list):
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    if isinstance(value, datetime | str | int | float) or value is None:
-        return value
-    return str(value)

@@ -1,82 +1,46 @@
-"""The dlt pipeline of the signing source: one function per scenario, called by the CLI.
+"""One run of the dlt pipeline of the signing source: what a load is asked to do, the run in
+dlt's steps with signals turned into a clean stop, and what it did.
 
-A run takes an exclusive lock beside the warehouse (overlapping runs would fight over the same
-state), loads what the source fetched even when it stopped early, and records its outcome in
-`raw._signing_runs` for `signing-etl status`.
+A run holds the warehouse as a writer (`Warehouse.writer`: a DuckDB file's lock), loads what
+the source fetched even when it stopped early, and records its outcome in `raw._signing_runs`
+for `signing-etl status`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 import dlt
-import duckdb
-from dlt.common.configuration import configspec, resolve_configuration
-from dlt.common.destination import TLoaderFileFormat
 from dlt.common.pipeline import ExtractInfo, LoadInfo
-from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
 
-from pipelines.run_records import RUNS_TABLE, record_incomplete_shipments, record_run
+from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
+from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
+from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
 from pipelines.workspace_state import (
     LEGACY_PIPELINE_NAME,
-    StoredState,
     adopt_legacy_state,
-    columns_by_table,
     forget_workspace,
     pipeline_name_for,
-    stored_states,
 )
 from sources.signing import (
-    EVENTS_LIMIT,
     Interrupted,
-    ResourceSyncStatus,
     RunControl,
     RunStats,
     RunStopped,
+    chosen_resources,
     describe_sync,
     incomplete_shipments,
     signing_source,
-)
-
-DATASET = "raw"
-DEFAULT_WAREHOUSE = Path("warehouse/signing.duckdb")
-RECENT_RUNS = 5  # runs `signing-etl status` lists
-SOURCE_TABLES = (
-    "workspaces",
-    "documents",
-    "documents__fields",
-    "documents__placeholders",
-    "documents__blocks",
-    "shipments",
-    "shipments__recipients",
-    "contacts",
-    "contacts__custom",
-    "contacts__group_ids",
-    "audit_events",
-    "shipment_fields",
-    "webhooks",
-)
-RESOURCES = (
-    "workspaces",
-    "documents",
-    "shipments",
-    "audit_events",
-    "shipment_fields",
-    "contacts",
-    "webhooks",
 )
 
 
@@ -86,8 +50,14 @@ class Stoppable(Protocol):
     def stop(self, reason: RunStopped) -> object: ...
 
 
-class AlreadyRunning(RuntimeError):
-    """Another run holds the warehouse's lock."""
+@dataclass(frozen=True)
+class LoadOptions:
+    """What a load is asked to do, as `signing-etl load` and the Dagster assets ask it."""
+
+    since: str | None = None  # first run only: start there instead of the whole history
+    full_refresh: bool = False  # this workspace's rows and state deleted, then a full load
+    resources: tuple[str, ...] | None = None  # a subset of the source's resources
+    max_requests: int | None = None  # stop cleanly after this many requests (exit 75)
 
 
 @dataclass
@@ -98,9 +68,9 @@ class LoadResult:
     finished_at: datetime
     stats: RunStats
     rows: dict[str, int] = field(default_factory=dict)
-    stopped: str | None = None
+    stopped: str | None = None  # why it stopped early (None: it ran to its end)
     step_seconds: dict[str, float] = field(default_factory=dict)
-    exit_code: int = 0
+    exit_code: int = EXIT_DONE
     workspace_id: str | None = None
     workspace_name: str | None = None  # the configured entry (`--workspace`)
     load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
@@ -109,28 +79,44 @@ class LoadResult:
     def seconds(self) -> float:
         return (self.finished_at - self.started_at).total_seconds()
 
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome.from_exit_code(self.exit_code)
 
-def pipelines_dir_for(warehouse: Path) -> Path:
-    """dlt's working folder lives beside its warehouse, so two warehouses never share state."""
-    return warehouse.parent / f".{warehouse.stem}.dlt"
+    def record(self, run_id: str) -> RunRecord:
+        """The run's record for `raw._signing_runs`."""
+        stats = self.stats
+        return RunRecord(
+            run_id=run_id,
+            workspace_id=self.workspace_id,
+            workspace_name=self.workspace_name,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            outcome=self.outcome,
+            stop_reason=self.stopped,
+            requests=stats.requests,
+            failed_attempts=stats.failed_attempts,
+            throttled=stats.throttled,
+            retries=stats.retries,
+            waited_seconds=stats.waited_seconds,
+            request_seconds=stats.request_seconds,
+            truncated_trails=stats.truncated_trails,
+            rows=dict(self.rows),
+            requests_by_endpoint=dict(stats.by_endpoint),
+            warnings=list(stats.warnings),
+        )
 
 
 def make_pipeline(
-    warehouse: Path,
-    workspace_id: str,
-    destination: str = "duckdb",
-    pipelines_dir: Path | None = None,
+    warehouse: Warehouse | Path, workspace_id: str, pipelines_dir: Path | None = None
 ) -> dlt.Pipeline:
-    """The pipeline of one workspace (`pipeline_name_for`): DuckDB at `warehouse` by default,
-    any dlt destination by name; every workspace's pipeline writes the one dataset `raw`."""
-    target: Any = destination
-    if destination == "duckdb":
-        warehouse.parent.mkdir(parents=True, exist_ok=True)
-        target = duckdb_destination(warehouse)
+    """The pipeline of one workspace (`pipeline_name_for`) into the warehouse; every
+    workspace's pipeline writes the one dataset `raw`."""
+    place = Warehouse.of(warehouse)
     pipeline = dlt.pipeline(
         pipeline_name=pipeline_name_for(workspace_id),
-        pipelines_dir=str(pipelines_dir or pipelines_dir_for(warehouse)),
-        destination=target,
+        pipelines_dir=str(pipelines_dir or place.pipelines_dir),
+        destination=place.dlt_destination(),
         dataset_name=DATASET,
     )
     # dlt's own handlers would abort normalize and load on a signal; `stop_on_signals` lets
@@ -139,110 +125,13 @@ def make_pipeline(
     return pipeline
 
 
-# DuckDB's memory for a load; without it DuckDB may take 80% of the machine. A user's own
-# `[destination.duckdb.credentials] global_config` (or its environment variable) wins.
-DUCKDB_MEMORY_LIMIT = "512MB"
-
-# Records fetched from which a DuckDB load is written as parquet rather than INSERT statements.
-PARQUET_FROM_RECORDS = 1_000
-
-
-@dataclass
-class LoadFileFormat:
-    """The load files of a DuckDB run, chosen once its extract has told how much it fetched.
-
-    INSERT statements (dlt's default for DuckDB) make DuckDB's memory grow with the size of a
-    load: 1.9 GiB at 2,000 shipments, outside its memory limit. Parquet keeps the load step
-    flat and fast, but writing it imports pyarrow and pandas, about 0.8 s of every run. So a
-    run that fetched fewer than `PARQUET_FROM_RECORDS` records, a nightly run with little or
-    nothing new, writes INSERT statements, and a larger one parquet. Parquet is also the
-    answer before anything was fetched (packages an interrupted run left).
-
-    dlt asks this per table while it normalizes (`loader_file_format_selector`)."""
-
-    parquet: bool = True
-
-    def choose_for(self, records: int) -> None:
-        self.parquet = records >= PARQUET_FROM_RECORDS
-
-    def __call__(
-        self,
-        preferred: TLoaderFileFormat,
-        supported: Sequence[TLoaderFileFormat],
-        /,
-        *,
-        table_schema: Any,
-    ) -> tuple[TLoaderFileFormat, Sequence[TLoaderFileFormat]]:
-        return ("parquet" if self.parquet else "insert_values"), supported
-
-
-@configspec(init=False)
-class WarehouseCredentials(DuckDbCredentials):
-    """DuckDB's credentials, shown as their path. dlt shows credentials as a SQLAlchemy URL,
-    and so imports SQLAlchemy (0.3 s) in every run for one line of a load's info."""
-
-    def __str__(self) -> str:
-        return str(self.database)
-
-
-def duckdb_destination(warehouse: Path) -> Any:
-    """DuckDB at `warehouse`, its load files chosen by size (`LoadFileFormat`).
-
-    The credentials are resolved here, so that the user's `[destination.duckdb.credentials]`
-    (or their environment variables) still apply: its `global_config` replaces the default
-    memory limit, `DUCKDB_MEMORY_LIMIT`. The file is always `warehouse`."""
-    credentials = WarehouseCredentials(global_config={"memory_limit": DUCKDB_MEMORY_LIMIT})
-    credentials.database = str(warehouse)
-    credentials = resolve_configuration(credentials, sections=("destination", "duckdb"))
-    credentials.database = str(warehouse)
-    return dlt.destinations.duckdb(credentials, loader_file_format_selector=LoadFileFormat())
-
-
-@contextlib.contextmanager
-def exclusive(warehouse: Path, what: str | None = None) -> Iterator[None]:
-    """Hold a run lock beside the warehouse (`.<file>.lock`, or `.<what>.lock`), or fail at
-    once if another run has it. A run that wrote nothing (a refused key, a wrong URL) takes
-    its lock file and new folder away again."""
-    folder = warehouse.parent
-    created = [p for p in (folder, *folder.parents) if not p.exists()]
-    folder.mkdir(parents=True, exist_ok=True)
-    lock_path = folder / f".{what or warehouse.name}.lock"
-    with open(lock_path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            where = what or warehouse
-            raise AlreadyRunning(
-                f"another load is running on {where} ({holder}); try again when it ends"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
-        try:
-            yield
-        finally:
-            if what or (not warehouse.exists() and not pipelines_dir_for(warehouse).exists()):
-                lock_path.unlink(missing_ok=True)
-                for made in created:  # innermost first
-                    with contextlib.suppress(OSError):
-                        made.rmdir()
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def load_incremental(
-    warehouse: Path = DEFAULT_WAREHOUSE,
+    warehouse: Warehouse | Path = DEFAULT_WAREHOUSE,
+    options: LoadOptions | None = None,
     *,
-    since: str | None = None,
-    full_refresh: bool = False,
-    resources: Sequence[str] | None = None,
-    max_requests: int | None = None,
-    destination: str = "duckdb",
     control: RunControl | None = None,
     workspace_name: str | None = None,
-    **source_options: Any,
+    **source_settings: Any,
 ) -> LoadResult:
     """One incremental sync: fetch what changed since the last run, merge it into `raw`.
 
@@ -255,39 +144,28 @@ def load_incremental(
     The state belongs to the workspace the key's `/me` names, so the source is asked first and
     the workspace's own pipeline is used (`workspace_state`). `full_refresh` deletes only this
     workspace's rows and state. `workspace_name` is the configured entry, kept in the run record.
-
-    DuckDB takes one writer, so a DuckDB load holds the file's lock for its whole run. Other
-    destinations take concurrent writers: a load there holds only its workspace's lock, and
-    its state comes from the destination every time (dlt's working folder is temporary), so
-    loads from several machines or of several workspaces at once never mix their state.
+    `source_settings` are the dlt source's own (`api_key`, `base_url`, pacing); what is not
+    given comes from dlt's configuration.
     """
+    place = Warehouse.of(warehouse)
+    options = options or LoadOptions()
     control = control or RunControl()
     started = datetime.now(UTC)
-    local = destination == "duckdb"
     try:
         with contextlib.ExitStack() as held:
-            if local:
-                check_folder(warehouse.parent)
-                held.enter_context(exclusive(warehouse))
-                held.enter_context(open_warehouse(warehouse))
+            held.enter_context(place.writer())
             source = signing_source(
-                since=since, max_requests=max_requests, control=control, **source_options
+                since=options.since,
+                max_requests=options.max_requests,
+                control=control,
+                **source_settings,
             )
             workspace_id = str(control.workspace_id)
-            pipelines_dir = pipelines_dir_for(warehouse)
-            if not local:
-                held.enter_context(exclusive(warehouse, f"{destination}.{workspace_id}"))
-                pipelines_dir = Path(held.enter_context(tempfile.TemporaryDirectory()))
-            pipeline = make_pipeline(warehouse, workspace_id, destination, pipelines_dir)
-            if adopt_legacy_state(pipeline):
-                shutil.rmtree(pipelines_dir / LEGACY_PIPELINE_NAME, True)
-            if full_refresh:
-                forget_workspace(pipeline, workspace_id)
-                pipeline.drop()  # the local copy of its state goes too
-                pipeline = make_pipeline(warehouse, workspace_id, destination, pipelines_dir)
-            if resources:
-                source = source.with_resources(*_checked_resources(resources))
-            if since and not full_refresh:
+            folder = held.enter_context(place.workspace_session(workspace_id))
+            pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
+            if options.resources:
+                source = source.with_resources(*chosen_resources(options.resources))
+            if options.since and not options.full_refresh:
                 pipeline.sync_destination()
                 if describe_sync(pipeline.state):
                     control.stats.warn(
@@ -297,6 +175,21 @@ def load_incremental(
             return _run(pipeline, source, control, started, workspace_name)
     finally:
         control.finish()
+
+
+def _workspace_pipeline(
+    warehouse: Warehouse, workspace_id: str, folder: Path, full_refresh: bool
+) -> dlt.Pipeline:
+    """The workspace's pipeline, with the state of an earlier version handed over to it, and
+    its rows and state gone when it is to be loaded afresh."""
+    pipeline = make_pipeline(warehouse, workspace_id, folder)
+    if adopt_legacy_state(pipeline):
+        shutil.rmtree(folder / LEGACY_PIPELINE_NAME, True)
+    if full_refresh:
+        forget_workspace(pipeline, workspace_id)
+        pipeline.drop()  # the local copy of its state goes too
+        pipeline = make_pipeline(warehouse, workspace_id, folder)
+    return pipeline
 
 
 def _run(
@@ -315,36 +208,35 @@ def _run(
     except Exception as error:
         why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         failed = LoadResult(
-            started,
-            datetime.now(UTC),
-            stats,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+            stats=stats,
             stopped=why,
-            exit_code=1,
+            exit_code=EXIT_FAILED,
             workspace_id=control.workspace_id,
             workspace_name=workspace_name,
         )
         with contextlib.suppress(Exception):  # the warehouse itself may be what failed
-            record_run(pipeline, _run_record(failed, "failed", control))
+            record_run(pipeline, failed.record(control.run_id))
         raise
     reason = control.reason
     result = LoadResult(
-        started,
-        datetime.now(UTC),
-        stats,
-        steps.rows,
-        stats.stop_reason,
-        steps.seconds,
-        reason.exit_code if reason else 0,
-        control.workspace_id,
-        workspace_name,
-        info,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        stats=stats,
+        rows=steps.rows,
+        stopped=stats.stop_reason,
+        step_seconds=steps.seconds,
+        exit_code=reason.exit_code if reason else EXIT_DONE,
+        workspace_id=control.workspace_id,
+        workspace_name=workspace_name,
+        load_info=info,
     )
     if control.workspace_id:
         record_incomplete_shipments(
             pipeline, control.workspace_id, incomplete_shipments(pipeline.state)
         )
-    outcome = "completed" if reason is None else "stopped" if reason.exit_code != 1 else "failed"
-    record_run(pipeline, _run_record(result, outcome, control))
+    record_run(pipeline, result.record(control.run_id))
     return result
 
 
@@ -406,29 +298,6 @@ def _records_in(extracted: ExtractInfo) -> int:
     )
 
 
-def _run_record(result: LoadResult, outcome: str, control: RunControl) -> dict[str, Any]:
-    stats = result.stats
-    return {
-        "run_id": control.run_id,
-        "workspace_id": control.workspace_id,
-        "workspace_name": result.workspace_name,
-        "started_at": result.started_at,
-        "finished_at": result.finished_at,
-        "outcome": outcome,
-        "stop_reason": result.stopped,
-        "requests": stats.requests,
-        "failed_attempts": stats.failed_attempts,
-        "throttled": stats.throttled,
-        "retries": stats.retries,
-        "waited_seconds": round(stats.waited_seconds, 3),
-        "request_seconds": round(stats.request_seconds, 3),
-        "truncated_trails": stats.truncated_trails,
-        "rows": dict(result.rows),
-        "requests_by_endpoint": dict(stats.by_endpoint),
-        "warnings": list(stats.warnings),
-    }
-
-
 @contextlib.contextmanager
 def stop_on_signals(control: Stoppable) -> Iterator[None]:
     """SIGINT and SIGTERM stop the run cleanly (what was fetched is loaded); a second one of
@@ -452,287 +321,3 @@ def stop_on_signals(control: Stoppable) -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-
-
-class WarehouseError(Exception):
-    """The warehouse cannot be written: the message is one line with a hint."""
-
-
-def check_folder(folder: Path) -> None:
-    """Fail in one line, before anything is written, when the warehouse's folder (or, while it
-    does not exist, the nearest folder above it) cannot be written in."""
-    existing = next(p for p in (folder, *folder.parents) if p.exists())
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as error:
-        raise WarehouseError(
-            f"cannot write in {existing} ({error.strerror}); choose a writable folder with --duckdb"
-        ) from None
-
-
-@contextlib.contextmanager
-def open_warehouse(warehouse: Path) -> Iterator[None]:
-    """Hold an existing warehouse open for a run, or fail in one line when DuckDB cannot open it.
-
-    While one connection is open, every other one this process opens to the file (dlt opens
-    about seven in a run) shares its database instead of reading and checkpointing the file
-    again: 40 ms each otherwise. A new warehouse is not created here, so that a run that
-    writes nothing leaves nothing behind."""
-    if not warehouse.exists():
-        yield
-        return
-    try:
-        held = duckdb.connect(str(warehouse))
-    except duckdb.Error as error:
-        first = str(error).splitlines()[0]
-        raise WarehouseError(
-            f"{warehouse} is not a usable DuckDB file ({first}); move it away or choose "
-            "another --duckdb"
-        ) from None
-    try:
-        yield
-    finally:
-        held.close()
-
-
-# Shipments and their children come from one list pass: loading one without the others would
-# move the list's cursor past changes whose children were never fetched.
-SHIPMENT_RESOURCES = ("shipments", "audit_events", "shipment_fields")
-
-
-def _checked_resources(resources: Sequence[str]) -> list[str]:
-    """The chosen resources (a shipment resource brings the other two along), or a one-line
-    error naming the unknown ones."""
-    unknown = sorted(set(resources) - set(RESOURCES))
-    if unknown:
-        raise ValueError(
-            f"unknown resources {', '.join(unknown)}; choose from {', '.join(RESOURCES)}"
-        )
-    chosen = list(dict.fromkeys(resources))
-    if set(chosen) & set(SHIPMENT_RESOURCES):
-        chosen += [name for name in SHIPMENT_RESOURCES if name not in chosen]
-    return chosen
-
-
-@dataclass
-class WorkspaceStatus:
-    """One workspace of a warehouse: its runs, the cursors of its state and its rows."""
-
-    workspace_id: str
-    name: str | None  # as the service names it (raw.workspaces)
-    runs: list[dict[str, Any]]  # newest first, failed and stopped ones too
-    resources: list[ResourceSyncStatus]
-    row_counts: dict[str, int]
-    truncated_trails: int = 0  # shipments whose loaded audit trail is the API's cap (500)
-
-    @property
-    def configured_as(self) -> str | None:
-        """The configuration entry (`--workspace` name) its last run used."""
-        return next((r.get("workspace_name") for r in self.runs if r.get("workspace_name")), None)
-
-    @property
-    def last_run(self) -> dict[str, Any] | None:
-        return self.runs[0] if self.runs else None
-
-    @property
-    def cursors(self) -> dict[str, str]:
-        """Per list: the time the next run reads changes from."""
-        return {
-            r.name: r.cursor or "(first pass not finished)"
-            for r in self.resources
-            if r.cursor or r.interrupted
-        }
-
-    @property
-    def interrupted(self) -> list[str]:
-        """The lists whose last pass a stop cut short."""
-        return [r.name for r in self.resources if r.interrupted]
-
-
-@dataclass
-class Status:
-    """What `signing-etl status` shows: the warehouse's recent runs and each workspace."""
-
-    warehouse: Path
-    runs: list[dict[str, Any]]  # newest first, of every workspace
-    workspaces: list[WorkspaceStatus]
-
-    @property
-    def last_run(self) -> dict[str, Any] | None:
-        return self.runs[0] if self.runs else None
-
-    @property
-    def row_counts(self) -> dict[str, int]:
-        """Rows per raw table, all workspaces together."""
-        total: dict[str, int] = {}
-        for workspace in self.workspaces:
-            for table, count in workspace.row_counts.items():
-                total[table] = total.get(table, 0) + count
-        return total
-
-    @property
-    def truncated_trails(self) -> int:
-        return sum(w.truncated_trails for w in self.workspaces)
-
-    @property
-    def only(self) -> WorkspaceStatus:
-        """The one workspace of a single-workspace warehouse."""
-        if len(self.workspaces) != 1:
-            raise ValueError(f"{len(self.workspaces)} workspaces: choose one of .workspaces")
-        return self.workspaces[0]
-
-    @property
-    def cursors(self) -> dict[str, str]:
-        """The cursors of the only workspace (see `only`)."""
-        return self.only.cursors
-
-    @property
-    def interrupted(self) -> list[str]:
-        """The interrupted lists of the only workspace (see `only`)."""
-        return self.only.interrupted
-
-
-def status(warehouse: Path = DEFAULT_WAREHOUSE, destination: str = "duckdb") -> Status:
-    """The recent runs, and per workspace its cursors and row counts, read without writing."""
-    with warehouse_client(warehouse, destination) as client:
-        return read_status(client, warehouse)
-
-
-@contextlib.contextmanager
-def warehouse_client(warehouse: Path, destination: str = "duckdb") -> Iterator[Any]:
-    """A SQL client of the warehouse's `raw` dataset for reading: a read-only DuckDB
-    connection (the file may be open elsewhere), or dlt's SQL client of any other destination,
-    configured as a load is (e.g. `DESTINATION__POSTGRES__CREDENTIALS`)."""
-    if destination == "duckdb":
-        if not warehouse.exists():
-            raise FileNotFoundError(f"no warehouse at {warehouse}; run `signing-etl load` first")
-        with duckdb.connect(str(warehouse), read_only=True) as connection:
-            yield ReadOnlyDuckDB(connection, DATASET)
-        return
-    with tempfile.TemporaryDirectory() as folder:
-        reader = dlt.pipeline(
-            pipeline_name="signing_reader",
-            pipelines_dir=folder,
-            destination=destination,
-            dataset_name=DATASET,
-        )
-        with reader.sql_client() as client:
-            if not client.has_dataset():
-                raise FileNotFoundError(
-                    f"no dataset {DATASET} in the {destination} destination; "
-                    f"run `signing-etl load --destination {destination}` first"
-                )
-            yield client
-
-
-def read_only_query(
-    warehouse: Path, query: str, most: int, destination: str = "duckdb"
-) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """The column names and at most `most` rows of one query, run where nothing can be
-    written: a read-only DuckDB connection, or a read-only transaction of the destination."""
-    with warehouse_client(warehouse, destination) as client:
-        if isinstance(client, ReadOnlyDuckDB):
-            cursor = client.connection.execute(query)
-            names = [d[0] for d in cursor.description or []]
-            return names, cursor.fetchmany(most)
-        native = client.native_connection
-        with native.cursor() as cursor:
-            # For the session, not one transaction: dlt's connection may be in autocommit.
-            cursor.execute("set session characteristics as transaction read only")
-            cursor.execute(query)
-            names = [d[0] for d in cursor.description or []]
-            rows = [tuple(row) for row in cursor.fetchmany(most)] if cursor.description else []
-        native.rollback()
-        return names, rows
-
-
-def read_status(client: Any, warehouse: Path) -> Status:
-    """`status` through a dlt-style SQL client (`execute_sql` with `%s` parameters,
-    `make_qualified_table_name`, `dataset_name`), so any destination can be read."""
-    columns = columns_by_table(client)
-    runs: list[dict[str, Any]] = []
-    if RUNS_TABLE in columns:
-        runs_table = client.make_qualified_table_name(RUNS_TABLE)
-        names = sorted(columns[RUNS_TABLE])
-        rows = client.execute_sql(
-            f"select {', '.join(names)} from {runs_table} order by started_at desc"
-        )
-        runs = [dict(zip(names, row, strict=True)) for row in rows or []]
-    counts = _counts_by_workspace(client, columns)
-    names_by_id: dict[str, str | None] = {}
-    if "workspaces" in columns:
-        table = client.make_qualified_table_name("workspaces")
-        for workspace_id, name in client.execute_sql(f"select id, name from {table}") or []:
-            names_by_id[str(workspace_id)] = name
-    for run in runs:
-        if run.get("workspace_id"):
-            names_by_id.setdefault(str(run["workspace_id"]), None)
-    states = stored_states(client)
-    truncated = _truncated_trails(client, columns)
-    workspaces = [
-        WorkspaceStatus(
-            workspace_id,
-            name,
-            [r for r in runs if r.get("workspace_id") == workspace_id][:RECENT_RUNS],
-            describe_sync(_state_of(states, workspace_id)),
-            counts.get(workspace_id, {}),
-            truncated.get(workspace_id, 0),
-        )
-        for workspace_id, name in sorted(names_by_id.items(), key=lambda i: (i[1] or "", i[0]))
-    ]
-    return Status(warehouse, runs[:RECENT_RUNS], workspaces)
-
-
-class ReadOnlyDuckDB:
-    """The few calls of dlt's SQL client that `read_status` uses, on a read-only DuckDB
-    connection (dlt's own client opens the file for writing)."""
-
-    def __init__(self, connection: duckdb.DuckDBPyConnection, dataset_name: str) -> None:
-        self.connection = connection
-        self.dataset_name = dataset_name
-
-    def make_qualified_table_name(self, table: str) -> str:
-        return f'"{self.dataset_name}"."{table}"'
-
-    def execute_sql(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        return self.connection.execute(sql.replace("%s", "?"), list(args)).fetchall()
-
-
-def _state_of(states: dict[str, StoredState], workspace_id: str) -> dict[str, Any]:
-    stored = states.get(pipeline_name_for(workspace_id))
-    return stored.state if stored else {}
-
-
-def _counts_by_workspace(client: Any, columns: dict[str, set[str]]) -> dict[str, dict[str, int]]:
-    """Rows per workspace and raw table; nested tables without `workspace_id` are counted
-    through their root row."""
-    counts: dict[str, dict[str, int]] = {}
-    for table in SOURCE_TABLES:
-        if table not in columns:
-            continue
-        qualified = client.make_qualified_table_name(table)
-        if "workspace_id" in columns[table]:
-            query = f"select workspace_id, count(*) from {qualified} group by workspace_id"
-        else:
-            root = client.make_qualified_table_name(table.split("__")[0])
-            query = (
-                f"select r.workspace_id, count(*) from {qualified} n join {root} r "
-                "on n._dlt_root_id = r._dlt_id group by r.workspace_id"
-            )
-        for workspace_id, count in client.execute_sql(query) or []:
-            counts.setdefault(str(workspace_id), {})[table] = int(count)
-    return counts
-
-
-def _truncated_trails(client: Any, columns: dict[str, set[str]]) -> dict[str, int]:
-    """Per workspace: shipments whose loaded audit trail is as long as the API's cap."""
-    if "audit_events" not in columns:
-        return {}
-    table = client.make_qualified_table_name("audit_events")
-    rows = client.execute_sql(
-        f"select workspace_id, count(*) from (select workspace_id from {table} "
-        "group by workspace_id, shipment_id having count(*) >= %s) cut group by workspace_id",
-        EVENTS_LIMIT,
-    )
-    return {str(workspace_id): int(count) for workspace_id, count in rows or []}

@@ -21,6 +21,9 @@ from typing import Any
 import dlt
 from dlt.common.versioned_state import compress_state, decompress_state
 
+from pipelines.errors import LegacyStateError
+from pipelines.warehouse import SqlClient, columns_by_table, has_table, loaded_workspaces
+
 LEGACY_PIPELINE_NAME = "signing"
 PIPELINE_PREFIX = "signing_"
 STATE_TABLE = "_dlt_pipeline_state"
@@ -37,10 +40,6 @@ def pipeline_name_for(workspace_id: str) -> str:
     return PIPELINE_PREFIX + safe
 
 
-class LegacyStateError(RuntimeError):
-    """The old single state cannot be given to one workspace (one line: what to run)."""
-
-
 @dataclass(frozen=True)
 class StoredState:
     """A pipeline's newest state as the warehouse holds it."""
@@ -49,10 +48,10 @@ class StoredState:
     state: dict[str, Any]
 
 
-def stored_states(client: Any) -> dict[str, StoredState]:
+def stored_states(client: SqlClient) -> dict[str, StoredState]:
     """Each pipeline's newest completed state in the dataset, by pipeline name; empty when
     the dataset or its state table does not exist yet."""
-    if not _has_table(client, STATE_TABLE) or not _has_table(client, LOADS_TABLE):
+    if not has_table(client, STATE_TABLE) or not has_table(client, LOADS_TABLE):
         return {}
     state_table = client.make_qualified_table_name(STATE_TABLE)
     loads_table = client.make_qualified_table_name(LOADS_TABLE)
@@ -80,7 +79,7 @@ def adopt_legacy_state(pipeline: dlt.Pipeline) -> str | None:
             per workspace), so no one workspace can continue from it.
     """
     with pipeline.sql_client() as client:
-        if not client.has_dataset() or not _has_table(client, STATE_TABLE):
+        if not client.has_dataset() or not has_table(client, STATE_TABLE):
             return None
         state_table = client.make_qualified_table_name(STATE_TABLE)
         legacy = client.execute_sql(
@@ -90,7 +89,7 @@ def adopt_legacy_state(pipeline: dlt.Pipeline) -> str | None:
         )
         if not legacy:
             return None
-        owners = _workspace_ids(client)
+        owners = sorted(workspace.id for workspace in loaded_workspaces(client))
         if len(owners) != 1:
             raise LegacyStateError(
                 "this warehouse was loaded by an earlier version with "
@@ -154,33 +153,3 @@ def forget_workspace(pipeline: dlt.Pipeline, workspace_id: str) -> dict[str, int
                 client.execute_sql(f"delete from {qualified} where {where}", *args)
                 deleted[table] = int(count[0][0]) if count else 0
     return {table: n for table, n in deleted.items() if n}
-
-
-def _workspace_ids(client: Any) -> list[str]:
-    if not _has_table(client, "workspaces"):
-        return []
-    table = client.make_qualified_table_name("workspaces")
-    rows = client.execute_sql(f"select distinct workspace_id from {table} order by 1")
-    return [str(row[0]) for row in rows or []]
-
-
-def _has_table(client: Any, table: str) -> bool:
-    rows = client.execute_sql(
-        "select count(*) from information_schema.tables where table_schema = %s "
-        "and table_name = %s",
-        client.dataset_name,
-        table,
-    )
-    return bool(rows and rows[0][0])
-
-
-def columns_by_table(client: Any) -> dict[str, set[str]]:
-    """Every table of the client's dataset with its column names."""
-    rows = client.execute_sql(
-        "select table_name, column_name from information_schema.columns where table_schema = %s",
-        client.dataset_name,
-    )
-    tables: dict[str, set[str]] = {}
-    for table, column in rows or []:
-        tables.setdefault(str(table), set()).add(str(column))
-    return tables

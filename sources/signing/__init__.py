@@ -32,6 +32,7 @@ from .errors import (
     RunStopped,
     ServiceUnreachable,
     SigningAPIError,
+    SourceConfigError,
 )
 from .incremental import (
     ResourceSyncStatus,
@@ -50,10 +51,13 @@ from .rows import (
     webhook_rows,
     workspace_row,
 )
+from .selection import SOURCE_TABLES, chosen_resources
 from .stats import RunStats
 from .times import parse_iso, to_iso
 
 EVENTS_LIMIT = settings.EVENTS_LIMIT  # the API's cap on one audit trail
+RESOURCES = settings.RESOURCES
+SHIPMENT_RESOURCES = settings.SHIPMENT_RESOURCES
 # Ids are unique only within a workspace: every merge key starts with the workspace, so equal
 # ids of two workspaces sharing a warehouse never meet (and a deleted webhook of one workspace
 # never deletes another's).
@@ -61,6 +65,9 @@ WORKSPACE_AND_ID = ("workspace_id", "id")
 
 __all__ = [
     "EVENTS_LIMIT",
+    "RESOURCES",
+    "SHIPMENT_RESOURCES",
+    "SOURCE_TABLES",
     "AuthError",
     "DailyLimitReached",
     "Interrupted",
@@ -73,6 +80,8 @@ __all__ = [
     "RunStopped",
     "ServiceUnreachable",
     "SigningAPIError",
+    "SourceConfigError",
+    "chosen_resources",
     "describe_sync",
     "incomplete_shipments",
     "parse_iso",

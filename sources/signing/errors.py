@@ -61,3 +61,7 @@ class KeyRefused(RunStopped, AuthError):
     """A 401 or 403 in the middle of a run: no later request can succeed."""
 
     exit_code = 1
+
+
+class SourceConfigError(SigningAPIError):
+    """The source was configured with something it does not have (an unknown resource)."""

@@ -51,3 +51,17 @@ LIST_ENDPOINTS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 # The raw tables' columns and their types (timestamps, booleans, ...) are in `columns.py`.
+
+# The resources of the source, in the order it yields them (a load may choose a subset).
+RESOURCES = (
+    "workspaces",
+    "documents",
+    "shipments",
+    "audit_events",
+    "shipment_fields",
+    "contacts",
+    "webhooks",
+)
+# Shipments and their children come from one list pass: loading one without the others would
+# move the list's cursor past changes whose children were never fetched.
+SHIPMENT_RESOURCES = ("shipments", "audit_events", "shipment_fields")

@@ -22,8 +22,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.models import ModelsError, ModelsResult, WarehouseMissing, build_models, dbt_dir_for
-from pipelines.signing_pipeline import load_incremental, make_pipeline
+from pipelines.errors import ModelsError, WarehouseMissing
+from pipelines.models import ModelsResult, build_models, dbt_dir_for
+from pipelines.signing_pipeline import LoadOptions, load_incremental, make_pipeline
 from sandbox import RunningSandbox, SandboxConfig, Shipment, Store
 from tests.support import (
     FAST,
@@ -48,7 +49,7 @@ Numbers = dict[str, Any]
 def load(running: RunningSandbox, warehouse: Path, max_requests: int | None = None) -> str | None:
     """One incremental load of the sandbox; the reason it stopped early, if it did."""
     with pointed_at(running):
-        return load_incremental(warehouse, max_requests=max_requests, **FAST).stopped
+        return load_incremental(warehouse, LoadOptions(max_requests=max_requests), **FAST).stopped
 
 
 def incomplete_shipments(warehouse: Path) -> set[str]:

@@ -28,9 +28,11 @@ import duckdb
 import pytest
 from psycopg2 import sql
 
-from pipelines.models import ModelsError, ModelsResult, build_models, dbt_dir_for
+from pipelines.errors import ModelsError
+from pipelines.models import ModelsResult, build_models, dbt_dir_for
 from pipelines.report import snapshot_marts
 from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.models.test_marts import assert_marts_match
 from tests.support import FAST, MARTS, START_MS, admin, differences
@@ -54,6 +56,10 @@ class Twins:
     duckdb_warehouse: Path
     timings: list[str] = field(default_factory=list)
 
+    @property
+    def postgres_place(self) -> Warehouse:
+        return Warehouse.at(self.postgres_warehouse, "postgres")
+
     def load_and_build(self, label: str) -> None:
         """Load both sides (timed), then build the models on both; everything must pass."""
         for destination, warehouse in (
@@ -61,16 +67,16 @@ class Twins:
             ("duckdb", self.duckdb_warehouse),
         ):
             began = time.monotonic()
+            place = Warehouse.at(warehouse, destination)
             loaded = load_incremental(
-                warehouse,
-                destination=destination,
+                place,
                 api_key=self.running.api_key,
                 base_url=self.running.base_url,
                 **FAST,
             )
             seconds = time.monotonic() - began
             assert loaded.exit_code == 0, loaded.stopped
-            built = build_models(warehouse, destination=destination)
+            built = build_models(place)
             assert built.success, built.summary
             assert built.models_passed == 16, built.summary
             self.timings.append(_timing(label, destination, loaded, seconds, built))
@@ -198,7 +204,7 @@ def assert_postgres_equals_the_sandbox(twins: Twins, folder: Path) -> None:
     with closing(twins.database.connect()) as connection:
         assert postgres_differences(connection, store) == {}
     assert differences(twins.duckdb_warehouse, store) == {}
-    snapshot = snapshot_marts("postgres", folder / "postgres_marts.duckdb")
+    snapshot = snapshot_marts(twins.postgres_place, folder / "postgres_marts.duckdb")
     try:
         assert_marts_match(snapshot, store)
     finally:
@@ -241,14 +247,14 @@ def test_models_on_postgres_without_credentials_fail_in_one_line(
     for name in ("HOST", "PORT", "USERNAME", "PASSWORD", "DATABASE"):
         monkeypatch.delenv(f"DESTINATION__POSTGRES__CREDENTIALS__{name}")
     with pytest.raises(ModelsError, match="DESTINATION__POSTGRES__CREDENTIALS") as refused:
-        build_models(twins.postgres_warehouse, destination="postgres")
+        build_models(twins.postgres_place)
     assert "\n" not in str(refused.value)
     monkeypatch.setenv("DESTINATION__POSTGRES__CREDENTIALS", "not a connection string")
     with pytest.raises(ModelsError, match="postgresql://") as refused:
-        build_models(twins.postgres_warehouse, destination="postgres")
+        build_models(twins.postgres_place)
     assert "\n" not in str(refused.value)
     with pytest.raises(ModelsError, match="bigquery"):
-        build_models(twins.postgres_warehouse, destination="bigquery")
+        build_models(Warehouse.at(twins.postgres_warehouse, "bigquery"))
 
 
 def test_the_connection_string_options_reach_dbt(
@@ -260,22 +266,18 @@ def test_the_connection_string_options_reach_dbt(
     )
     for name in ("HOST", "PORT", "USERNAME", "PASSWORD", "DATABASE"):
         monkeypatch.delenv(f"DESTINATION__POSTGRES__CREDENTIALS__{name}")
-    refused = build_models(
-        twins.postgres_warehouse, destination="postgres", select="stg_signing__workspaces"
-    )
+    refused = build_models(twins.postgres_place, select="stg_signing__workspaces")
     assert not refused.success
     assert "SSL" in (refused.first_error or ""), refused.summary
     monkeypatch.setenv(
         "DESTINATION__POSTGRES__CREDENTIALS", _url(twins.database, "sslmode=disable")
     )
-    built = build_models(
-        twins.postgres_warehouse, destination="postgres", select="stg_signing__workspaces"
-    )
+    built = build_models(twins.postgres_place, select="stg_signing__workspaces")
     assert built.success, built.summary
     assert PASSWORD not in built.summary
     monkeypatch.setenv("DESTINATION__POSTGRES__CREDENTIALS", _url(twins.database, "fancy=1"))
     with pytest.raises(ModelsError, match="'fancy' is not passed on to dbt"):
-        build_models(twins.postgres_warehouse, destination="postgres")
+        build_models(twins.postgres_place)
 
 
 def test_the_password_reaches_no_file_of_dbt(twins: Twins) -> None:

@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 from pipelines.demo import run_demo
+from pipelines.errors import ReportError
 from pipelines.models import build_models
 from pipelines.report import (
     FUNNEL_NOTEBOOK,
     NOTEBOOKS_DIR,
-    ReportError,
     execute_notebook,
     write_report,
 )

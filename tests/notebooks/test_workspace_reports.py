@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from pipelines.report import ReportError, Workspace, find_workspace, write_report
+from pipelines.errors import ReportError
+from pipelines.report import find_workspace, write_report
 from pipelines.signing_pipeline import load_incremental
+from pipelines.warehouse import LoadedWorkspace
 from sandbox import RunningSandbox, Store
 from tests.models.test_marts import truth
 from tests.models.workspaces import colliding_workspaces, load_every_workspace
@@ -122,7 +124,7 @@ def test_a_workspace_is_found_by_its_id_or_its_name_in_any_case(
 ) -> None:
     running, warehouse = loaded
     for store in running.stores:
-        workspace = Workspace(id=store.workspace.id, name=store.workspace.name)
+        workspace = LoadedWorkspace(id=store.workspace.id, name=store.workspace.name)
         assert find_workspace(warehouse, store.workspace.id) == workspace
         assert find_workspace(warehouse, store.workspace.name) == workspace
         assert find_workspace(warehouse, f" {store.workspace.name.lower()} ") == workspace

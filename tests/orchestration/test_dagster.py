@@ -19,17 +19,12 @@ import yaml
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
 from orchestration import dagster_defs
-from orchestration.dagster_defs import (
-    LOAD_COMPLETED,
-    OUTCOME_TAG,
-    WAREHOUSE_POOL,
-    build_definitions,
-    dbt_project,
-    prepare,
-)
-from pipelines.signing_pipeline import RESOURCES
+from orchestration.dagster_defs import DAILY_CRON, build_definitions
+from orchestration.ingestion import FRESH, FRESH_HOURS, LOAD_COMPLETED, OUTCOME_TAG
+from orchestration.modeling import dbt_project, prepare
+from orchestration.resources import WAREHOUSE_POOL
 from sandbox import JSON, RunningSandbox
-from sources.signing import RunControl, signing_source
+from sources.signing import RESOURCES, RunControl, signing_source
 from tests.models.test_marts import assert_marts_match
 from tests.models.workspaces import colliding_workspaces, workspace_marts
 from tests.sources.test_resilience import UNBOUND
@@ -319,7 +314,7 @@ def test_a_failed_load_fails_the_asset_with_the_clis_one_line_reason(
 # ---------------------------------------------------------------------- schedule, concurrency
 def test_the_daily_schedule_asks_for_one_run_per_workspace(deployment: Deployment) -> None:
     schedule = deployment.defs.resolve_schedule_def("signing_daily_schedule")
-    assert schedule.cron_schedule == dagster_defs.DAILY_CRON
+    assert schedule.cron_schedule == DAILY_CRON
     at = datetime(2026, 3, 1, 2, 15, tzinfo=UTC)
     repository = deployment.defs.get_repository_def()
     with dg.build_schedule_context(
@@ -359,10 +354,8 @@ def test_freshness_checks_name_the_workspaces_not_loaded_lately(deployment: Depl
     result = deployment.defs.resolve_job_def("signing_freshness").execute_in_process(
         instance=deployment.instance, raise_on_error=False
     )
-    fresh = check_results(result, dagster_defs.FRESH)
+    fresh = check_results(result, FRESH)
     assert {c.asset_key for c in fresh} == set(RAW)
     # alpha and beta loaded moments ago; gamma's key is refused, so it never loaded.
     assert not any(c.passed for c in fresh)
-    assert {c.description for c in fresh} == {
-        f"not loaded within {dagster_defs.FRESH_HOURS} h: {REFUSED}"
-    }
+    assert {c.description for c in fresh} == {f"not loaded within {FRESH_HOURS} h: {REFUSED}"}

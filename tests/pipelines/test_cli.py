@@ -15,7 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from pipelines.signing_pipeline import exclusive, load_incremental
+from pipelines.signing_pipeline import load_incremental
+from pipelines.warehouse import Warehouse
 from tests.support import (
     FAST,
     SandboxFactory,
@@ -215,7 +216,7 @@ def test_a_load_while_another_holds_the_lock_fails_and_leaves_the_warehouse_alon
     before = file_digest(warehouse)
     served = admin(running, "GET", "/state")["requests_served"]
 
-    with exclusive(warehouse):
+    with Warehouse.at(warehouse).exclusive():
         result = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
 
     assert_one_line_failure(result, "another load is running")

@@ -13,14 +13,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines import signing_pipeline
-from pipelines.signing_pipeline import (
-    LoadResult,
-    duckdb_destination,
-    load_incremental,
-    make_pipeline,
-    pipelines_dir_for,
-)
+from pipelines.signing_pipeline import LoadResult, load_incremental, make_pipeline
+from pipelines.warehouse import PARQUET_FROM_RECORDS, Warehouse, _duckdb
 from sandbox import RunningSandbox
 from sources.signing import RunControl, signing_source
 from tests.support import FAST, SandboxFactory, admin, differences, pointed_at
@@ -33,7 +27,7 @@ def load(running: RunningSandbox, warehouse: Path, **options: Any) -> LoadResult
 
 def formats_loaded(warehouse: Path) -> set[str]:
     """The file formats of the data jobs dlt completed for this warehouse (state aside)."""
-    jobs = pipelines_dir_for(warehouse).glob("*/load/loaded/*/completed_jobs/*")
+    jobs = Warehouse.at(warehouse).pipelines_dir.glob("*/load/loaded/*/completed_jobs/*")
     return {
         job.name.split(".")[-2] if job.name.endswith(".gz") else job.name.split(".")[-1]
         for job in jobs
@@ -73,9 +67,9 @@ def test_insert_statements_and_parquet_load_the_same_rows_and_types(
     by_inserts = tmp_path / "inserts" / "signing.duckdb"
     by_parquet = tmp_path / "parquet" / "signing.duckdb"
 
-    monkeypatch.setattr(signing_pipeline, "PARQUET_FROM_RECORDS", 10**9)
+    monkeypatch.setattr(_duckdb, "PARQUET_FROM_RECORDS", 10**9)
     assert load(running, by_inserts).exit_code == 0
-    monkeypatch.setattr(signing_pipeline, "PARQUET_FROM_RECORDS", 0)
+    monkeypatch.setattr(_duckdb, "PARQUET_FROM_RECORDS", 0)
     assert load(running, by_parquet).exit_code == 0
 
     assert formats_loaded(by_inserts) == {"insert_values"}
@@ -98,12 +92,12 @@ def test_a_run_chooses_its_load_files_by_what_it_fetched(
     warehouse = tmp_path / "signing.duckdb"
 
     first = load(running, warehouse)
-    assert sum(first.stats.rows.values()) >= signing_pipeline.PARQUET_FROM_RECORDS
+    assert sum(first.stats.rows.values()) >= PARQUET_FROM_RECORDS
     assert formats_loaded(warehouse) == {"parquet"}
 
     admin(running, "POST", "/advance", {"days": 1})
     nightly = load(running, warehouse)
-    assert 0 < sum(nightly.stats.rows.values()) < signing_pipeline.PARQUET_FROM_RECORDS
+    assert 0 < sum(nightly.stats.rows.values()) < PARQUET_FROM_RECORDS
     assert formats_loaded(warehouse) == {"parquet", "insert_values"}
     assert differences(warehouse, running.store) == {}
 
@@ -124,7 +118,7 @@ def test_duckdb_memory_is_limited_by_default_and_the_users_setting_wins(
     assert memory_limit(tmp_path / "configured.duckdb") == "953.6 MiB"
     # The file is always the warehouse named, whatever the configuration says.
     monkeypatch.setenv("DESTINATION__DUCKDB__CREDENTIALS__DATABASE", str(tmp_path / "other.duckdb"))
-    destination = duckdb_destination(tmp_path / "named.duckdb")
+    destination = Warehouse.at(tmp_path / "named.duckdb").dlt_destination()
     assert destination.config_params["credentials"].database == str(tmp_path / "named.duckdb")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.signing_pipeline import status as pipeline_status
+from pipelines.reading import status as pipeline_status
 from sandbox import RunningSandbox
 from tests.support import (
     MARTS,
@@ -94,7 +94,7 @@ def test_a_signal_stops_the_load_keeps_what_was_fetched_and_the_next_run_continu
     assert stopped.returncode == code, describe(stopped)
     assert "Traceback" not in stopped.stderr, describe(stopped)
     assert sum(raw_row_counts(warehouse).values()) > 0, describe(stopped)  # what was fetched
-    assert pipeline_status(warehouse).last_run["outcome"] == "stopped"  # type: ignore[index]
+    assert pipeline_status(warehouse).last_run.outcome == "stopped"  # type: ignore[union-attr]
 
     before = served(running)
     resumed = run_cli(load_args(warehouse), cwd=tmp_path, env=env)

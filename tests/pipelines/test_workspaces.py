@@ -20,7 +20,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.signing_pipeline import LoadResult, load_incremental, status
+from pipelines.reading import status
+from pipelines.signing_pipeline import LoadResult, load_incremental
 from pipelines.workspace_state import LEGACY_PIPELINE_NAME, pipeline_name_for
 from sandbox import RunningSandbox, SandboxConfig
 from tests.fixtures.make_warehouse_before_workspaces import LEGACY_SANDBOX

@@ -20,6 +20,7 @@ import pytest
 from pipelines.models import build_models
 from pipelines.report import snapshot_marts
 from pipelines.signing_pipeline import load_incremental
+from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.models.test_marts import assert_marts_match
 from tests.models.workspaces import workspace_marts
@@ -114,7 +115,9 @@ def _check_marts(
     """Postgres's marts, per workspace, equal the sandbox; all of them equal DuckDB's."""
     os.environ["DESTINATION__POSTGRES__CREDENTIALS"] = database.credentials
     try:
-        snapshot = snapshot_marts("postgres", folder / "postgres_marts.duckdb")
+        snapshot = snapshot_marts(
+            Warehouse.at(folder / "postgres.duckdb", "postgres"), folder / "postgres_marts.duckdb"
+        )
     finally:
         del os.environ["DESTINATION__POSTGRES__CREDENTIALS"]
     for store in running.stores:

@@ -18,7 +18,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.signing_pipeline import LoadResult, load_incremental, pipelines_dir_for
+from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental
+from pipelines.warehouse import Warehouse
 from sandbox import JSON, Contact, Recipient, RunningSandbox
 from tests.support import (
     FAST,
@@ -303,12 +304,12 @@ def test_bulk_update_with_one_shared_timestamp(
     assert len(running.store.contacts) == 10_000
     # Contacts only: 40,000 shipments mean 80,000 child requests and ~700,000 rows that say
     # nothing about contacts (a full first load ran past 6 minutes here).
-    load(running, warehouse, resources=["contacts"])
+    load(running, warehouse, options=LoadOptions(resources=("contacts",)))
     assert _contact_differences(warehouse, running) == {}
 
     touched = admin(running, "POST", "/touch", {"entity": "contacts", "count": 10_000})["touched"]
     assert touched == 10_000
-    result = load(running, warehouse, resources=["contacts"])
+    result = load(running, warehouse, options=LoadOptions(resources=("contacts",)))
 
     assert _contact_differences(warehouse, running) == {}
     assert duplicate_keys(warehouse) == {}
@@ -421,7 +422,7 @@ def test_api_key_appears_in_no_file_and_no_log(
 
     files = [p for p in warehouse.parent.rglob("*") if p.is_file()]
     assert warehouse in files
-    assert any(pipelines_dir_for(warehouse) in p.parents for p in files)
+    assert any(Warehouse.at(warehouse).pipelines_dir in p.parents for p in files)
     assert [str(p) for p in files if key.encode() in p.read_bytes()] == []
 
     loggers = {r.name.split(".")[0] for r in caplog.records}
@@ -455,7 +456,7 @@ def test_since_starts_at_that_time_and_later_runs_continue(
     with store.lock:
         shipments_since = {s.id for s in store.shipments.by_id.values() if s.updated_at >= since_ms}
 
-    load(running, warehouse, since=since)
+    load(running, warehouse, options=LoadOptions(since=since))
 
     assert ids_in(warehouse, "contacts") == first
     assert ids_in(warehouse, "shipments") == shipments_since

@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from pipelines.reading import status as pipeline_status
 from pipelines.signing_pipeline import load_incremental
-from pipelines.signing_pipeline import status as pipeline_status
 from sandbox import JSON, Shipment, iso
 from tests.support import (
     FAST,

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.signing_pipeline import load_incremental
-from pipelines.signing_pipeline import status as pipeline_status
+from pipelines.reading import status as pipeline_status
+from pipelines.signing_pipeline import LoadOptions, load_incremental
 from sandbox import RunningSandbox
 from sources.signing import parse_iso
 from tests.support import (
@@ -233,7 +233,10 @@ def test_a_request_budget_is_spent_exactly_while_the_pacer_holds_requests_back(
 
     with pointed_at(running):
         result = load_incremental(
-            tmp_path / "signing.duckdb", max_requests=budget, requests_per_second=4, burst=1
+            tmp_path / "signing.duckdb",
+            LoadOptions(max_requests=budget),
+            requests_per_second=4,
+            burst=1,
         )
 
     assert result.stopped is not None
@@ -249,14 +252,19 @@ def test_a_list_pass_stopped_before_its_first_answer_keeps_the_services_clock(
     catch-up pass; a budget one short of the whole run stops right at that catch-up's first
     request, before any answer told the pass what time it is."""
     running = make_sandbox(shipments=10, limits_enabled=False)
-    options: dict[str, Any] = {"resources": ["contacts"], "page_size": 10, **FAST}
+    options: dict[str, Any] = {"page_size": 10, **FAST}
+    contacts = ("contacts",)
     warehouse = tmp_path / "signing.duckdb"
 
     with pointed_at(running):
-        whole = load_incremental(tmp_path / "probe" / "signing.duckdb", **options)
-        first = load_incremental(warehouse, max_requests=whole.stats.requests - 1, **options)
+        probe = tmp_path / "probe" / "signing.duckdb"
+        whole = load_incremental(probe, LoadOptions(resources=contacts), **options)
+        budget = whole.stats.requests - 1
+        first = load_incremental(
+            warehouse, LoadOptions(resources=contacts, max_requests=budget), **options
+        )
         assert first.stopped is not None
-        load_incremental(warehouse, **options)
+        load_incremental(warehouse, LoadOptions(resources=contacts), **options)
         cursor = pipeline_status(warehouse).cursors["contacts"]
         service_now = admin(running, "GET", "/state")["now"]
         admin(running, "POST", "/touch", {"entity": "contacts", "count": 5})
@@ -276,7 +284,7 @@ def test_children_left_by_a_stopped_run_are_fetched_when_nothing_else_changed(
     warehouse = tmp_path / "signing.duckdb"
 
     with pointed_at(running):
-        first = load_incremental(warehouse, max_requests=40, **FAST)
+        first = load_incremental(warehouse, LoadOptions(max_requests=40), **FAST)
         after_first = differences(warehouse, running.store)
         second = load_incremental(warehouse, **FAST)
 

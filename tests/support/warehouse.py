@@ -6,7 +6,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.signing_pipeline import SOURCE_TABLES
+from sources.signing import SOURCE_TABLES
 
 # The six marts the README promises, written out here rather than taken from the code.
 MARTS = (

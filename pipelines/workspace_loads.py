@@ -1,0 +1,190 @@
+"""Loading configured workspaces: one at a time or side by side, with the rule for when to stop,
+for the CLI and the Dagster assets alike. What the caller shows while a workspace loads and
+when it ends is its own (`LoadWatcher`); how each load ended is a `WorkspaceLoad`, never an
+exception, so one workspace's failure does not keep the others from loading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from dlt.common.configuration.exceptions import ConfigFieldMissingException
+from dlt.pipeline.exceptions import PipelineStepFailed
+
+from pipelines.errors import SigningEtlError, WarehouseError
+from pipelines.outcome import EXIT_FAILED, Outcome, is_signal
+from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental, stop_on_signals
+from pipelines.warehouse import Warehouse
+from pipelines.workspaces import WorkspaceEntry
+from sources.signing import RunControl, RunStopped, SigningAPIError
+
+
+@dataclass
+class WorkspaceLoad:
+    """How one workspace's load ended, as the CLI exits for it: its code and one-line reason,
+    what was loaded (None when it ended before loading anything), and `fatal` when no other
+    workspace can load either (a locked or unusable warehouse, configuration missing)."""
+
+    entry: WorkspaceEntry
+    code: int
+    reason: str | None = None
+    result: LoadResult | None = None
+    seconds: float = 0.0
+    fatal: bool = False
+
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome.from_exit_code(self.code)
+
+    @property
+    def failure_line(self) -> str:
+        """The reason, and what became of what was fetched when the load got that far."""
+        if self.result is None:
+            return str(self.reason)
+        return f"{self.reason}; what was fetched is loaded, the next run continues"
+
+
+class LoadWatcher(Protocol):
+    """What the caller shows of each workspace's load: around it, and once it has ended."""
+
+    def loading(self, entry: WorkspaceEntry, control: RunControl) -> AbstractContextManager[None]:
+        """Entered in the load's own thread while it runs (a progress line, say)."""
+        ...
+
+    def ended(self, load: WorkspaceLoad) -> None: ...
+
+
+class _Silent:
+    def loading(self, entry: WorkspaceEntry, control: RunControl) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def ended(self, load: WorkspaceLoad) -> None:
+        pass
+
+
+def load_workspace(
+    entry: WorkspaceEntry,
+    warehouse: Warehouse,
+    control: RunControl,
+    options: LoadOptions | None = None,
+) -> WorkspaceLoad:
+    """One workspace's incremental load. An error a load ends with is an outcome with its
+    one-line reason, not an exception; any other exception is a bug and propagates."""
+    started = time.monotonic()
+    try:
+        result = load_incremental(
+            warehouse,
+            options,
+            control=control,
+            workspace_name=entry.name,
+            **entry.source_settings(),
+        )
+    except (WarehouseError, ConfigFieldMissingException) as error:
+        return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error), fatal=True)
+    except RunStopped as error:  # at the first request: nothing fetched, nothing written
+        return WorkspaceLoad(entry, error.exit_code, str(error))
+    except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
+        return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error))
+    seconds = time.monotonic() - started
+    return WorkspaceLoad(entry, result.exit_code, result.stopped, result, seconds)
+
+
+def load_workspaces(
+    entries: Sequence[WorkspaceEntry],
+    warehouse: Warehouse,
+    options: LoadOptions | None = None,
+    *,
+    parallel: int = 1,
+    watcher: LoadWatcher | None = None,
+) -> list[WorkspaceLoad]:
+    """Each workspace's load, in turn or up to `parallel` at once, as they ended.
+
+    One after another, a signal or an unusable warehouse leaves the rest for the next run.
+    Side by side, each runs in a thread with its own pipeline, key and pacer; SIGINT/SIGTERM
+    stop every one of them cleanly (signals reach only the main thread), and workspaces not
+    started by then wait for the next run."""
+    watch = watcher or _Silent()
+    if parallel > 1 and len(entries) > 1:
+        return _side_by_side(entries, warehouse, options, min(parallel, len(entries)), watch)
+    loads: list[WorkspaceLoad] = []
+    for entry in entries:
+        loads.append(_watched(entry, warehouse, RunControl(), options, watch))
+        if is_signal(loads[-1].code) or loads[-1].fatal:
+            break
+    return loads
+
+
+def _side_by_side(
+    entries: Sequence[WorkspaceEntry],
+    warehouse: Warehouse,
+    options: LoadOptions | None,
+    width: int,
+    watch: LoadWatcher,
+) -> list[WorkspaceLoad]:
+    controls = {entry.name: RunControl() for entry in entries}
+    group = _ControlGroup(list(controls.values()))
+
+    def one(entry: WorkspaceEntry) -> WorkspaceLoad | None:
+        if group.stopped:
+            return None
+        return _watched(entry, warehouse, controls[entry.name], options, watch)
+
+    with stop_on_signals(group), ThreadPoolExecutor(width) as pool:
+        results = list(pool.map(one, entries))
+    return [load for load in results if load is not None]
+
+
+def _watched(
+    entry: WorkspaceEntry,
+    warehouse: Warehouse,
+    control: RunControl,
+    options: LoadOptions | None,
+    watch: LoadWatcher,
+) -> WorkspaceLoad:
+    with watch.loading(entry, control):
+        load = load_workspace(entry, warehouse, control, options)
+    watch.ended(load)
+    return load
+
+
+class _ControlGroup:
+    """Several runs stopped as one, by a signal."""
+
+    def __init__(self, controls: list[RunControl]) -> None:
+        self._controls = controls
+        self.stopped = False
+
+    def stop(self, reason: RunStopped) -> None:
+        self.stopped = True
+        for control in self._controls:
+            control.stop(reason)
+
+
+def failure_reason(error: BaseException) -> str:
+    """The one line a failure is shown and recorded with: the innermost cause that is one of
+    ours (or a missing setting), else what dlt's step says with the cause's type."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ConfigFieldMissingException):
+            return missing_config_reason(cause)
+        if isinstance(cause, SigningEtlError | SigningAPIError):
+            return str(cause)
+        cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
+    if isinstance(error, PipelineStepFailed):
+        first_line = str(error.exception).splitlines()[0] if str(error.exception) else ""
+        return f"the {error.step} step failed: {type(error.exception).__name__}: {first_line}"
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def missing_config_reason(error: ConfigFieldMissingException) -> str:
+    fields = ", ".join(error.fields)
+    return (
+        f"missing configuration: {fields}; set SOURCES__SIGNING__API_KEY and "
+        "SOURCES__SIGNING__BASE_URL (or .dlt/secrets.toml, .dlt/config.toml)"
+    )
