@@ -49,6 +49,12 @@ class SandboxConfig:
     # The scope GET /webhooks needs: the reference gives webhooks to `write`; the sandbox lets
     # `read` list them unless told to be as strict as a service may be.
     webhooks_list_scope: Literal["read", "write"] = "read"
+    # The application's deletes and restores during simulated activity (advance, background):
+    # the share of each kind's live records (contacts, documents, shipments) it deletes per
+    # simulated day, and the share of its deleted ones it restores per day. 0: none, so the
+    # data stays exactly as without them.
+    delete_rate: float = 0.0
+    restore_rate: float = 0.0
     # Webhook delivery.
     webhook_timeout_s: float = 5.0
     webhook_retry_base_s: float = 1.0
