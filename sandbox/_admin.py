@@ -23,7 +23,7 @@ from ._model import JSON, iso
 from ._routes import parse_since
 from ._store import RECORD_KINDS, RecordKind, Store
 from ._timeline import DAY_MS
-from ._webhooks import WebhookDispatcher
+from ._webhooks import WebhookDispatcher, delivery_counts
 
 # What PATCH /_sandbox/config may change at run time.
 SETTINGS = (
@@ -41,7 +41,13 @@ SETTINGS = (
     "requests_per_minute",
     "requests_per_second",
     "restore_rate",
+    "webhook_delay_s",
+    "webhook_drop_rate",
+    "webhook_duplicate_rate",
+    "webhook_reorder_s",
     "webhook_retry_base_s",
+    "webhook_stale_rate",
+    "webhook_tamper_rate",
     "webhook_timeout_s",
 )
 
@@ -74,6 +80,7 @@ class Admin:
             Route("/_sandbox/delete", self.delete, methods=["POST"]),
             Route("/_sandbox/restore", self.restore, methods=["POST"]),
             Route("/_sandbox/deleted", self.list_deleted, methods=["GET"]),
+            Route("/_sandbox/webhook-deliveries", self.webhook_deliveries, methods=["GET"]),
         ]
 
     def _targets(self, request: Request) -> list[Store]:
@@ -293,6 +300,22 @@ class Admin:
                 }
             each.append({"workspace_id": store.workspace.id, "deleted": deleted})
         return self._answer({"deleted": each[0]["deleted"]}, each)
+
+    async def webhook_deliveries(self, request: Request) -> Response:
+        """What the sender did with each webhook delivery, oldest first: its faults, every
+        attempt with the receiver's answer, its state; and the counts of each."""
+        each: list[JSON] = []
+        for store in self._targets(request):
+            deliveries = self.dispatcher.deliveries(store)
+            each.append(
+                {
+                    "workspace_id": store.workspace.id,
+                    "counts": delivery_counts(deliveries),
+                    "deliveries": [d.to_json() for d in deliveries],
+                }
+            )
+        first = {k: v for k, v in each[0].items() if k != "workspace_id"}
+        return self._answer(first, each)
 
     def _stop(self, store: Store) -> None:
         task = self.activity.pop(store.workspace.id, None)

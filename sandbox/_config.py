@@ -58,6 +58,16 @@ class SandboxConfig:
     # Webhook delivery.
     webhook_timeout_s: float = 5.0
     webhook_retry_base_s: float = 1.0
+    # Webhook faults, per delivery (rates between 0 and 1), drawn from a seeded stream: never
+    # sent at all; sent once more after its 2xx (same delivery id); body changed after signing
+    # or a forged signature; a correctly signed timestamp ten minutes old. Every delivery waits
+    # webhook_delay_s, plus a random hold of up to webhook_reorder_s that shuffles their order.
+    webhook_drop_rate: float = 0.0
+    webhook_duplicate_rate: float = 0.0
+    webhook_tamper_rate: float = 0.0
+    webhook_stale_rate: float = 0.0
+    webhook_delay_s: float = 0.0
+    webhook_reorder_s: float = 0.0
     behaviour: Behaviour = field(default_factory=Behaviour)
 
     @property
