@@ -177,14 +177,19 @@ class Store:
 
     def delete(self, kind: RecordKind, ids: Iterable[str]) -> list[str]:
         """Delete records now, as the application does: see `delete_at`."""
-        now = self.clock.now_ms()
-        return self.delete_at(kind, dict.fromkeys(ids, now))
+        with self.lock:
+            return self.delete_at(kind, dict.fromkeys(ids, self.clock.now_ms()))
 
     def delete_at(self, kind: RecordKind, instants: Mapping[str, int]) -> list[str]:
         """Delete records as the application does, each at its instant (sandbox time), all or
         none: they vanish from lists, totals, GETs and a shipment's children, and keep their
         `updated_at`. A deleted shipment's remaining planned steps are cancelled (no webhook
         event either), so it comes back from a restore as it went."""
+        with self.lock:
+            self._delete_at(kind, instants)
+        return list(instants)
+
+    def _delete_at(self, kind: RecordKind, instants: Mapping[str, int]) -> None:
         index = self._index(kind)
         missing = [record_id for record_id in instants if record_id not in index.by_id]
         if missing:
@@ -206,19 +211,23 @@ class Store:
             self.contact_list[:] = [c for c in self.contact_list if c.id not in instants]
         elif kind == "documents":
             self.document_list[:] = [d for d in self.document_list if d.id not in instants]
-        return list(instants)
 
     def delete_some(self, kind: RecordKind, count: int) -> list[str]:
         """Delete `count` live records of `kind` (all when fewer), chosen by the workspace's
         deletion stream: the same seed and the same calls delete the same records."""
-        live = self.live_ids(kind)
-        chosen = self.deletion_rng.sample(live, min(count, len(live)))
-        return sorted(self.delete(kind, chosen))
+        with self.lock:
+            live = self.live_ids(kind)
+            chosen = self.deletion_rng.sample(live, min(count, len(live)))
+            return sorted(self.delete(kind, chosen))
 
     def restore(self, kind: RecordKind, record_id: str) -> None:
         """Bring a deleted record back as it was, without a new change stamp: `updated_since`
         does not show it again, only a complete pass over the ids notices. A contact whose
         e-mail another contact took meanwhile cannot come back (409)."""
+        with self.lock:
+            self._restore(kind, record_id)
+
+    def _restore(self, kind: RecordKind, record_id: str) -> None:
         record = self.deleted.of(kind).get(record_id)
         if record is None:
             raise SandboxError(404, "not_found", f"no deleted {kind} with id {record_id!r}")

@@ -386,6 +386,12 @@ def _served_matches_truth(running: RunningSandbox) -> None:
     assert deleted_on_server(running) == gone
     state = admin(running, "GET", "/state")
     assert state["deleted"] == {kind: len(ids) for kind, ids in gone.items()}
+    with store.lock:
+        for index in (store.documents, store.contacts, store.shipments, store.unarchived_shipments):
+            page = index.page(None, "asc", 0, len(index) + 10)
+            keys = [(r.updated_at, r.id) for r in page.items]
+            assert page.total == len(index)
+            assert keys == sorted((r.updated_at, r.id) for r in index.by_id.values())
 
 
 def test_activity_deletes_and_restores_over_a_week(make_sandbox: SandboxFactory) -> None:
