@@ -1,4 +1,5 @@
-"""`/_sandbox`, the admin endpoints: move the clock, run activity, change settings, make keys.
+"""`/_sandbox`, the admin endpoints: move the clock, run activity, change settings, make keys,
+delete and restore records as the application does.
 
 They need no key: they belong to whoever runs the sandbox, not to the API.
 """
@@ -18,17 +19,18 @@ from . import _activity
 from ._errors import SandboxError
 from ._gateway import Gateway
 from ._http import json_body, json_response
-from ._model import JSON
+from ._model import JSON, iso
 from ._routes import parse_since
-from ._store import Store
+from ._store import RECORD_KINDS, RecordKind, Store
 from ._timeline import DAY_MS
-from ._webhooks import WebhookDispatcher
+from ._webhooks import WebhookDispatcher, delivery_counts
 
 # What PATCH /_sandbox/config may change at run time.
 SETTINGS = (
     "burst",
     "daily_requests",
     "daily_shipments",
+    "delete_rate",
     "fault_429_rate",
     "fault_5xx_rate",
     "fault_retry_after",
@@ -38,7 +40,14 @@ SETTINGS = (
     "order",
     "requests_per_minute",
     "requests_per_second",
+    "restore_rate",
+    "webhook_delay_s",
+    "webhook_drop_rate",
+    "webhook_duplicate_rate",
+    "webhook_reorder_s",
     "webhook_retry_base_s",
+    "webhook_stale_rate",
+    "webhook_tamper_rate",
     "webhook_timeout_s",
 )
 
@@ -68,6 +77,10 @@ class Admin:
             Route("/_sandbox/keys", self.create_key, methods=["POST"]),
             Route("/_sandbox/keys/revoke", self.revoke_key, methods=["POST"]),
             Route("/_sandbox/activity", self.set_activity, methods=["POST"]),
+            Route("/_sandbox/delete", self.delete, methods=["POST"]),
+            Route("/_sandbox/restore", self.restore, methods=["POST"]),
+            Route("/_sandbox/deleted", self.list_deleted, methods=["GET"]),
+            Route("/_sandbox/webhook-deliveries", self.webhook_deliveries, methods=["GET"]),
         ]
 
     def _targets(self, request: Request) -> list[Store]:
@@ -103,6 +116,7 @@ class Admin:
                     "shipments": len(store.shipments),
                     "webhooks": len(store.webhooks),
                 },
+                "deleted": {kind: len(store.deleted.of(kind)) for kind in RECORD_KINDS},
                 "requests_served": lane.served,
                 "requests_refused": lane.refused,
                 "webhook_attempts": self.dispatcher.attempts[store.workspace.id],
@@ -226,6 +240,83 @@ class Admin:
         each = [{"workspace_id": s.workspace.id, "running": self._running(s)} for s in targets]
         return self._answer({"running": each[0]["running"]}, each)
 
+    async def delete(self, request: Request) -> Response:
+        """Delete records as the application does: one by `id` (or several by `ids`) in each
+        workspace acted on that holds it, or `count` (or `share`) of the kind chosen by each
+        workspace's seeded deletion stream. Answers the ids deleted."""
+        targets = self._targets(request)
+        body = await json_body(request)
+        kind = _kind(body)
+        ways = [name for name in ("id", "ids", "count", "share") if name in body]
+        if len(ways) != 1:
+            raise SandboxError(422, "invalid_request", "give one of id, ids, count or share")
+        each: list[JSON] = []
+        for store in targets:
+            with store.lock:
+                if ways[0] in ("id", "ids"):
+                    ids = _ids(body)
+                    if not all(store.is_live(kind, i) for i in ids):
+                        continue  # not this workspace's (the next may hold it)
+                    deleted = store.delete(kind, ids)
+                else:
+                    deleted = store.delete_some(kind, _how_many(body, len(store.live_ids(kind))))
+            each.append({"workspace_id": store.workspace.id, "deleted": deleted})
+        if not each:
+            raise SandboxError(404, "not_found", f"no live {kind} with those ids")
+        return self._answer({"kind": kind, "deleted": each[0]["deleted"]}, each)
+
+    async def restore(self, request: Request) -> Response:
+        """Bring a deleted record (`kind`, `id`) back as it was, without a new change stamp,
+        in each workspace acted on where it is deleted."""
+        targets = self._targets(request)
+        body = await json_body(request)
+        kind = _kind(body)
+        record_id = body.get("id")
+        if not isinstance(record_id, str):
+            raise SandboxError(422, "invalid_request", "id (string) is required")
+        each: list[JSON] = []
+        for store in targets:
+            with store.lock:
+                if record_id not in store.deleted.of(kind):
+                    continue
+                store.restore(kind, record_id)
+            each.append({"workspace_id": store.workspace.id, "restored": [record_id]})
+        if not each:
+            raise SandboxError(404, "not_found", f"no deleted {kind} with id {record_id!r}")
+        return self._answer({"kind": kind, "restored": [record_id]}, each)
+
+    async def list_deleted(self, request: Request) -> Response:
+        """What the application deleted and has not restored, per kind: ids (sorted) and
+        when (sandbox time)."""
+        each: list[JSON] = []
+        for store in self._targets(request):
+            with store.lock:
+                deleted = {
+                    kind: [
+                        {"id": record_id, "deleted_at": iso(store.deleted.at_ms[(kind, record_id)])}
+                        for record_id in sorted(store.deleted.of(kind))
+                    ]
+                    for kind in RECORD_KINDS
+                }
+            each.append({"workspace_id": store.workspace.id, "deleted": deleted})
+        return self._answer({"deleted": each[0]["deleted"]}, each)
+
+    async def webhook_deliveries(self, request: Request) -> Response:
+        """What the sender did with each webhook delivery, oldest first: its faults, every
+        attempt with the receiver's answer, its state; and the counts of each."""
+        each: list[JSON] = []
+        for store in self._targets(request):
+            deliveries = self.dispatcher.deliveries(store)
+            each.append(
+                {
+                    "workspace_id": store.workspace.id,
+                    "counts": delivery_counts(deliveries),
+                    "deliveries": [d.to_json() for d in deliveries],
+                }
+            )
+        first = {k: v for k, v in each[0].items() if k != "workspace_id"}
+        return self._answer(first, each)
+
     def _stop(self, store: Store) -> None:
         task = self.activity.pop(store.workspace.id, None)
         if task is not None:
@@ -252,6 +343,34 @@ def _check_setting(name: str, value: Any) -> None:
         raise SandboxError(422, "invalid_request", f"{name} is a rate between 0 and 1")
     if name in ("burst", "requests_per_second", "requests_per_minute") and value == 0:
         raise SandboxError(422, "invalid_request", f"{name} must be above 0")
+
+
+def _kind(body: JSON) -> RecordKind:
+    kind = body.get("kind")
+    for known in RECORD_KINDS:
+        if kind == known:
+            return known
+    raise SandboxError(422, "invalid_request", f"kind must be one of {', '.join(RECORD_KINDS)}")
+
+
+def _ids(body: JSON) -> list[str]:
+    ids = [body["id"]] if "id" in body else body["ids"]
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise SandboxError(422, "invalid_request", "id must be a string, ids strings")
+    return ids
+
+
+def _how_many(body: JSON, live: int) -> int:
+    """`count`, or `share` of the `live` records (rounded), as a number of records."""
+    if "count" in body:
+        count = body["count"]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise SandboxError(422, "invalid_request", "count must be a whole number of at least 0")
+        return count
+    share = body["share"]
+    if not isinstance(share, int | float) or isinstance(share, bool) or not 0 <= share <= 1:
+        raise SandboxError(422, "invalid_request", "share is a number between 0 and 1")
+    return round(share * live)
 
 
 def _iso_now(store: Store) -> str:

@@ -49,9 +49,25 @@ class SandboxConfig:
     # The scope GET /webhooks needs: the reference gives webhooks to `write`; the sandbox lets
     # `read` list them unless told to be as strict as a service may be.
     webhooks_list_scope: Literal["read", "write"] = "read"
+    # The application's deletes and restores during simulated activity (advance, background):
+    # the share of each kind's live records (contacts, documents, shipments) it deletes per
+    # simulated day, and the share of its deleted ones it restores per day. 0: none, so the
+    # data stays exactly as without them.
+    delete_rate: float = 0.0
+    restore_rate: float = 0.0
     # Webhook delivery.
     webhook_timeout_s: float = 5.0
     webhook_retry_base_s: float = 1.0
+    # Webhook faults, per delivery (rates between 0 and 1), drawn from a seeded stream: never
+    # sent at all; sent once more after its 2xx (same delivery id); body changed after signing
+    # or a forged signature; a correctly signed timestamp ten minutes old. Every delivery waits
+    # webhook_delay_s, plus a random hold of up to webhook_reorder_s that shuffles their order.
+    webhook_drop_rate: float = 0.0
+    webhook_duplicate_rate: float = 0.0
+    webhook_tamper_rate: float = 0.0
+    webhook_stale_rate: float = 0.0
+    webhook_delay_s: float = 0.0
+    webhook_reorder_s: float = 0.0
     behaviour: Behaviour = field(default_factory=Behaviour)
 
     @property

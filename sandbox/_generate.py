@@ -317,7 +317,7 @@ def new_shipment(
     if people is None:
         people = []
         for _ in range(max(1, document.signer_count + rng.choice((0, 0, 0, 1)))):
-            if rng.random() < 0.7:
+            if rng.random() < 0.7 and contacts:  # the draw first: the same stream either way
                 c = rng.choice(contacts)
                 people.append((c.name, c.email, c.phone, c.company, c.id))
             else:

@@ -2,6 +2,9 @@
 
 All access goes through `Store.lock`, because the server's event loop, the background activity
 and in-process tests touch the same records.
+
+Records the application deletes leave every index, list and alias and wait in `Store.deleted`,
+exactly as they were, until a restore puts them back (see `Store.delete` and `Store.restore`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 from ._config import SandboxConfig
 from ._errors import DailyAllowanceExhausted, SandboxError
@@ -34,6 +38,10 @@ from ._timeline import DAY_MS, SandboxClock, apply_until, next_step_ms
 
 MAX_RECIPIENTS = 200
 
+# The kinds of record the application can delete and restore (webhooks go through the API).
+RecordKind = Literal["contacts", "documents", "shipments"]
+RECORD_KINDS: tuple[RecordKind, ...] = get_args(RecordKind)
+
 
 @dataclass(slots=True)
 class StepEvent:
@@ -44,6 +52,21 @@ class StepEvent:
     shipment: Shipment | None = None
     recipient: Recipient | None = None
     contact: Contact | None = None
+
+
+@dataclass(slots=True)
+class Deleted:
+    """Records the application deleted and has not restored, by id, exactly as they were when
+    deleted; `at_ms` says when (sandbox time), by kind and id."""
+
+    documents: dict[str, Document] = field(default_factory=dict)
+    contacts: dict[str, Contact] = field(default_factory=dict)
+    shipments: dict[str, Shipment] = field(default_factory=dict)
+    at_ms: dict[tuple[RecordKind, str], int] = field(default_factory=dict)
+
+    def of(self, kind: RecordKind) -> dict[str, Any]:
+        records: dict[str, Any] = getattr(self, kind)
+        return records
 
 
 class Store:
@@ -59,6 +82,9 @@ class Store:
         self.lock = threading.RLock()
         self.clock = SandboxClock(config.start_ms)
         self.activity_rng = random.Random(config.seed * 7919 + 1)
+        # Deletes and restores draw from a stream of their own: turning them on leaves the rest
+        # of the activity's choices as they were.
+        self.deletion_rng = random.Random(config.seed * 7919 + 2)
         # Generation and later activity draw ids from the same streams, so ids keep colliding
         # across workspaces with one id seed as their clocks advance.
         self.ids = Ids.seeded(config.effective_id_seed)
@@ -87,8 +113,9 @@ class Store:
             (at_ms, s.id) for s in world.shipments if (at_ms := next_step_ms(s)) is not None
         ]
         heapq.heapify(self.pending)
+        self.deleted = Deleted()
         self._aliases: dict[str, Shipment] | None = None
-        self._shipment_ids: list[str] = []
+        self._shipment_ids: list[str] | None = None
         self.generation_seconds = time.perf_counter() - started
 
     # ----------------------------------------------------------------- bookkeeping
@@ -98,9 +125,11 @@ class Store:
 
     def add_shipment(self, shipment: Shipment) -> None:
         self.shipments.add(shipment)
-        self.unarchived_shipments.add(shipment)
+        if shipment.archived_at is None:
+            self.unarchived_shipments.add(shipment)
         if self._aliases is not None:
             self._add_aliases(self._aliases, shipment)
+        self._shipment_ids = None
 
     def move_shipment(self, shipment: Shipment, updated_at: int) -> None:
         """Shipments sit in two indexes (all, and not archived); re-key both, then the record."""
@@ -127,10 +156,114 @@ class Store:
         self.move_shipment(shipment, max(shipment.updated_at, last_at))
 
     def shipment_ids(self) -> list[str]:
-        """Every shipment id, for random choice; rebuilt when shipments were added."""
-        if len(self._shipment_ids) != len(self.shipments):
+        """Every live shipment id, for random choice; rebuilt when shipments came or went."""
+        if self._shipment_ids is None:
             self._shipment_ids = list(self.shipments.by_id)
         return self._shipment_ids
+
+    # ----------------------------------------------------------------- deletes and restores
+    def live_ids(self, kind: RecordKind) -> list[str]:
+        """The ids of the records of `kind` that lists and GETs serve, in a fixed order."""
+        return list(self._index(kind).by_id)
+
+    def is_live(self, kind: RecordKind, record_id: str) -> bool:
+        """Whether lists and GETs serve the record: it exists and is not deleted."""
+        return record_id in self._index(kind).by_id
+
+    def deleted_ids(self, kind: RecordKind) -> set[str]:
+        """The ids of the records of `kind` the application deleted and has not restored."""
+        with self.lock:
+            return set(self.deleted.of(kind))
+
+    def delete(self, kind: RecordKind, ids: Iterable[str]) -> list[str]:
+        """Delete records now, as the application does: see `delete_at`."""
+        with self.lock:
+            return self.delete_at(kind, dict.fromkeys(ids, self.clock.now_ms()))
+
+    def delete_at(self, kind: RecordKind, instants: Mapping[str, int]) -> list[str]:
+        """Delete records as the application does, each at its instant (sandbox time), all or
+        none: they vanish from lists, totals, GETs and a shipment's children, and keep their
+        `updated_at`. A deleted shipment's remaining planned steps are cancelled (no webhook
+        event either), so it comes back from a restore as it went."""
+        with self.lock:
+            self._delete_at(kind, instants)
+        return list(instants)
+
+    def _delete_at(self, kind: RecordKind, instants: Mapping[str, int]) -> None:
+        index = self._index(kind)
+        missing = [record_id for record_id in instants if record_id not in index.by_id]
+        if missing:
+            raise SandboxError(404, "not_found", f"no live {kind} with id {missing[0]!r}")
+        for record_id, at_ms in instants.items():
+            record = index.by_id[record_id]
+            self.deleted.of(kind)[record_id] = record
+            self.deleted.at_ms[(kind, record_id)] = at_ms
+            if kind == "shipments":
+                self._forget_shipment(record)
+            elif kind == "contacts":
+                self.contacts.discard(record)
+                if self.contacts_by_email.get(record.email.lower()) is record:
+                    del self.contacts_by_email[record.email.lower()]
+            else:
+                self.documents.discard(record)
+        # The lists beside the indexes lose them in one pass, however many went.
+        if kind == "contacts":
+            self.contact_list[:] = [c for c in self.contact_list if c.id not in instants]
+        elif kind == "documents":
+            self.document_list[:] = [d for d in self.document_list if d.id not in instants]
+
+    def delete_some(self, kind: RecordKind, count: int) -> list[str]:
+        """Delete `count` live records of `kind` (all when fewer), chosen by the workspace's
+        deletion stream: the same seed and the same calls delete the same records."""
+        with self.lock:
+            live = self.live_ids(kind)
+            chosen = self.deletion_rng.sample(live, min(count, len(live)))
+            return sorted(self.delete(kind, chosen))
+
+    def restore(self, kind: RecordKind, record_id: str) -> None:
+        """Bring a deleted record back as it was, without a new change stamp: `updated_since`
+        does not show it again, only a complete pass over the ids notices. A contact whose
+        e-mail another contact took meanwhile cannot come back (409)."""
+        with self.lock:
+            self._restore(kind, record_id)
+
+    def _restore(self, kind: RecordKind, record_id: str) -> None:
+        record = self.deleted.of(kind).get(record_id)
+        if record is None:
+            raise SandboxError(404, "not_found", f"no deleted {kind} with id {record_id!r}")
+        if kind == "contacts":
+            holder = self.contacts_by_email.get(record.email.lower())
+            if holder is not None:
+                raise SandboxError(
+                    409, "conflict", f"contact {holder.id!r} has the e-mail of {record_id!r} now"
+                )
+        del self.deleted.of(kind)[record_id]
+        del self.deleted.at_ms[(kind, record_id)]
+        if kind == "shipments":
+            self.add_shipment(record)
+        elif kind == "contacts":
+            self.contacts.add(record)
+            self.contact_list.append(record)
+            self.contacts_by_email[record.email.lower()] = record
+        else:
+            self.documents.add(record)
+            self.document_list.append(record)
+
+    def _forget_shipment(self, shipment: Shipment) -> None:
+        self.shipments.discard(shipment)
+        self.unarchived_shipments.discard(shipment)
+        if self._aliases is not None:
+            self._aliases.pop(shipment.uuid, None)
+            for recipient in shipment.recipients:
+                self._aliases.pop(recipient.link_id, None)
+        self._shipment_ids = None
+        del shipment.timeline[shipment.applied :]
+
+    def _index(self, kind: RecordKind) -> Index[Any]:
+        if kind not in RECORD_KINDS:
+            raise SandboxError(422, "invalid_request", f"kind must be one of {RECORD_KINDS}")
+        index: Index[Any] = getattr(self, kind)
+        return index
 
     # ----------------------------------------------------------------- reads
     def list_documents(
@@ -316,6 +449,9 @@ class Store:
                 created_at=now,
                 updated_at=now,
             )
+            # A deleted contact whose id is given again is gone for good: no restore then.
+            self.deleted.contacts.pop(contact.id, None)
+            self.deleted.at_ms.pop(("contacts", contact.id), None)
             self.contacts.add(contact)
             self.contact_list.append(contact)
             self.contacts_by_email[email.lower()] = contact

@@ -1,5 +1,7 @@
 """Webhook subscriptions and deliveries, received for real: a small HTTP server in a thread on
-loopback records what the sandbox POSTs and answers with scripted status codes."""
+loopback records what the sandbox POSTs and answers with scripted status codes, or as a careful
+receiver would (checking signature and freshness); the sender's own record of each delivery,
+faults included, is compared with what arrived."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from sandbox import RunningSandbox
+from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, SandboxFactory, admin, admin_response, client_for, sandbox_now
 
 # A reply of the receiver: a status code, or (seconds to stall first, status code).
@@ -60,11 +62,13 @@ class _Server(ThreadingHTTPServer):
 
 
 class Receiver:
-    """Records every request; answers from `script` in arrival order, then `default`."""
+    """Records every request; answers from `script` in arrival order, then with `judge`'s
+    verdict on the request when one is set, else `default`."""
 
     def __init__(self, script: Sequence[Reply] = (), default: int = 200) -> None:
         self._script = list(script)
         self._default = default
+        self.judge: Callable[[Received], int] | None = None
         self._lock = threading.Lock()
         self._received: list[Received] = []
         receiver = self
@@ -104,7 +108,9 @@ class Receiver:
     def _record(self, request: Received) -> Reply:
         with self._lock:
             self._received.append(request)
-            return self._script.pop(0) if self._script else self._default
+            if self._script:
+                return self._script.pop(0)
+        return self.judge(request) if self.judge is not None else self._default
 
     def url(self, path: str = "/hook") -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
@@ -283,7 +289,7 @@ def test_delete_removes_the_subscription(
 
 # ---------------------------------------------------------------------- one delivery
 def test_shipment_sent_is_delivered_signed(
-    api: httpx.Client, running: RunningSandbox, receivers: Callable[..., Receiver]
+    api: httpx.Client, receivers: Callable[..., Receiver]
 ) -> None:
     receiver = receivers()
     created = subscribe(api, "shipment.sent", receiver.url())
@@ -295,8 +301,7 @@ def test_shipment_sent_is_delivered_signed(
     assert delivery.headers["x-service-event"] == "shipment.sent"
     assert delivery.headers["x-service-delivery"]
     timestamp = int(delivery.headers["x-service-timestamp"])
-    now = sandbox_now(running)
-    assert 0 <= now.timestamp() - timestamp < 60  # the sandbox clock, in seconds
+    assert abs(time.time() - timestamp) < 60  # real time, in seconds
     signature = delivery.headers["x-service-signature"]
     assert hmac.compare_digest(signature, expected_signature(created["secret"], delivery))
     assert not hmac.compare_digest(signature, expected_signature("whsec_wrong", delivery))
@@ -497,3 +502,381 @@ def test_advancing_the_clock_delivers_signed_events(
         r.headers["x-service-signature"] == expected_signature(created["secret"], r)
         for r in deliveries
     )
+
+
+def test_deletes_send_no_event_and_a_deleted_shipment_no_more(
+    api: httpx.Client, running: RunningSandbox, receivers: Callable[..., Receiver]
+) -> None:
+    """The reference has no delete event, and a deleted shipment's plan is cancelled."""
+    receiver = receivers()
+    for event in EVENTS[:6]:
+        subscribe(api, event, receiver.url())
+    with running.store.lock:
+        doomed = [
+            s.id
+            for s in running.store.shipments.by_id.values()
+            if s.status == "sent" and s.applied < len(s.timeline)
+        ]
+    assert len(doomed) >= 5  # every shipment still in progress
+    admin(running, "POST", "/delete", {"kind": "shipments", "ids": doomed})
+    admin(running, "POST", "/delete", {"kind": "contacts", "count": 5})
+    admin(running, "POST", "/delete", {"kind": "documents", "count": 1})
+    assert record(running)["counts"]["deliveries"] == 0
+    admin(running, "POST", "/advance", {"days": 3})
+    count = record(running)["counts"]["deliveries"]
+    assert count > 0
+    assert settled(running, count)["counts"]["delivered"] == count
+    receiver.wait_for(count)
+    assert stays(lambda: len(receiver.received) == count)
+    assert not {r.json()["shipment"]["id"] for r in receiver.received} & set(doomed)
+
+
+# ---------------------------------------------------------------------- the sender's record
+FRESH_S = 300  # a careful receiver's tolerance for a delivery's timestamp
+
+
+def careful(secret: str) -> Callable[[Received], int]:
+    """A careful receiver's answer: 401 for a signature that does not verify, 400 for a
+    timestamp more than five minutes from its own clock, else 200."""
+
+    def judge(delivery: Received) -> int:
+        sent = delivery.headers.get("x-service-signature", "")
+        if not hmac.compare_digest(sent, expected_signature(secret, delivery)):
+            return 401
+        if abs(time.time() - int(delivery.headers["x-service-timestamp"])) > FRESH_S:
+            return 400
+        return 200
+
+    return judge
+
+
+def record(running: RunningSandbox, workspace: str | None = None) -> dict[str, Any]:
+    """The sender's record (`GET /_sandbox/webhook-deliveries`) of the first workspace, or of
+    the one named."""
+    query = f"?workspace={workspace}" if workspace else ""
+    body = admin(running, "GET", f"/webhook-deliveries{query}")
+    assert isinstance(body, dict)
+    return body
+
+
+def settled(running: RunningSandbox, count: int, workspace: str | None = None) -> dict[str, Any]:
+    """The record once it holds `count` deliveries and none waits or is being sent."""
+
+    def done() -> bool:
+        counts = record(running, workspace)["counts"]
+        return bool(
+            counts["deliveries"] == count and counts["waiting"] == 0 and counts["sending"] == 0
+        )
+
+    wait_until(done, DEADLINE_S, f"{count} settled deliveries")
+    return record(running, workspace)
+
+
+def make_contacts(api: httpx.Client, count: int, prefix: str = "fault") -> list[str]:
+    """Create `count` contacts one after another (one contact.created event each); their ids."""
+    ids = []
+    for number in range(count):
+        response = api.post("/contacts", json={"email": f"{prefix}.{number}@example.com"})
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["data"]["id"])
+    return ids
+
+
+def faulty(make_sandbox: SandboxFactory, **faults: float) -> RunningSandbox:
+    """A sandbox with fast retries and these webhook faults switched on at run time."""
+    running = make_sandbox(
+        webhook_retry_base_s=0.02, webhook_timeout_s=2.0, limits_enabled=False, seed=17
+    )
+    changed = admin(running, "PATCH", "/config", faults)
+    assert {name: changed[name] for name in faults} == faults
+    return running
+
+
+def test_timestamp_is_real_time_when_the_sandbox_clock_moved_ahead(
+    make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
+) -> None:
+    running = make_sandbox(webhook_retry_base_s=0.02, limits_enabled=False)
+    admin(running, "POST", "/advance", {"days": 3})
+    receiver = receivers()
+    with client_for(running) as api:
+        created = subscribe(api, "contact.created", receiver.url())
+        receiver.judge = careful(created["secret"])
+        make_contacts(api, 1)
+    [delivery] = receiver.wait_for(1)
+    timestamp = int(delivery.headers["x-service-timestamp"])
+    assert abs(time.time() - timestamp) < 60
+    assert abs(sandbox_now(running).timestamp() - timestamp) > 86_400  # not the sandbox clock
+    # The payload's occurred_at is the event's time: the sandbox clock's.
+    occurred = datetime.fromisoformat(delivery.json()["occurred_at"].replace("Z", "+00:00"))
+    assert abs((sandbox_now(running) - occurred).total_seconds()) < 60
+    [sent] = settled(running, 1)["deliveries"]
+    assert sent["state"] == "delivered"
+    assert [a["status"] for a in sent["attempts"]] == [200]
+    assert sent["attempts"][0]["timestamp"] == str(timestamp)
+
+
+def test_a_plain_delivery_is_recorded_as_sent_once(
+    api: httpx.Client, running: RunningSandbox, receivers: Callable[..., Receiver]
+) -> None:
+    receiver = receivers()
+    created = subscribe(api, "shipment.sent", receiver.url())
+    send_shipment(api)
+    [arrived] = receiver.wait_for(1)
+    body = settled(running, 1)
+    [sent] = body["deliveries"]
+    assert sent["delivery_id"] == arrived.headers["x-service-delivery"]
+    assert sent["webhook_id"] == created["id"]
+    assert (sent["event"], sent["target_url"]) == ("shipment.sent", receiver.url())
+    assert (sent["dropped"], sent["duplicated"], sent["tampered"], sent["stale"]) == (
+        False,
+        False,
+        None,
+        False,
+    )
+    assert (sent["state"], sent["retries"], sent["held_s"]) == ("delivered", 0, 0)
+    assert body["counts"] == {
+        "deliveries": 1,
+        "attempts": 1,
+        "dropped": 0,
+        "duplicated": 0,
+        "tampered": 0,
+        "stale": 0,
+        "retried": 0,
+        "waiting": 0,
+        "sending": 0,
+        "delivered": 1,
+        "failed": 0,
+        "deactivated": 0,
+        "unsubscribed": 0,
+    }
+
+
+def test_dropped_deliveries_are_never_sent(
+    make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
+) -> None:
+    running = faulty(make_sandbox, webhook_drop_rate=0.5)
+    receiver = receivers()
+    with client_for(running) as api:
+        subscribe(api, "contact.created", receiver.url())
+        contacts = make_contacts(api, 20)
+    body = settled(running, 20)
+    dropped = {d["delivery_id"] for d in body["deliveries"] if d["dropped"]}
+    sent = {d["delivery_id"] for d in body["deliveries"] if not d["dropped"]}
+    assert 0 < len(dropped) < 20
+    assert body["counts"]["dropped"] == len(dropped)
+    assert all(
+        d["state"] == "dropped" and d["attempts"] == [] for d in body["deliveries"] if d["dropped"]
+    )
+    receiver.wait_for(len(sent))
+    assert stays(lambda: len(receiver.received) == len(sent))
+    assert delivery_ids(receiver.received) == sent
+    arrived = {r.json()["contact"]["id"] for r in receiver.received}
+    assert len(arrived) == len(sent)
+    assert arrived < set(contacts)
+
+
+def test_duplicated_deliveries_arrive_again_with_their_delivery_id(
+    make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
+) -> None:
+    running = faulty(make_sandbox, webhook_duplicate_rate=0.5)
+    receiver = receivers()
+    with client_for(running) as api:
+        created = subscribe(api, "contact.created", receiver.url())
+        make_contacts(api, 12)
+        body = settled(running, 12)
+        stats = hook(api, created["id"])
+    twice = {d["delivery_id"] for d in body["deliveries"] if d["duplicated"]}
+    once = {d["delivery_id"] for d in body["deliveries"] if not d["duplicated"]}
+    assert 0 < len(twice) < 12
+    assert body["counts"]["duplicated"] == len(twice)
+    receiver.wait_for(12 + len(twice))
+    assert stays(lambda: len(receiver.received) == 12 + len(twice))
+    arrivals: dict[str, list[Received]] = {}
+    for request in receiver.received:
+        arrivals.setdefault(request.headers["x-service-delivery"], []).append(request)
+    assert {i for i, copies in arrivals.items() if len(copies) == 2} == twice
+    assert {i for i, copies in arrivals.items() if len(copies) == 1} == once
+    for delivery_id in twice:
+        first, second = arrivals[delivery_id]
+        assert first.body == second.body
+        for copy in (first, second):  # each copy signed with its own timestamp
+            assert copy.headers["x-service-signature"] == expected_signature(
+                created["secret"], copy
+            )
+    for sent in body["deliveries"]:
+        answers = [(a["status"], a["answer_lost"]) for a in sent["attempts"]]
+        expected = [(200, True), (200, False)] if sent["duplicated"] else [(200, False)]
+        assert answers == expected
+        assert sent["state"] == "delivered"
+    assert (stats["delivery_count"], stats["failure_count"]) == (12, len(twice))
+
+
+def test_tampered_deliveries_fail_verification_and_the_rest_pass(
+    make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
+) -> None:
+    running = faulty(make_sandbox, webhook_tamper_rate=0.5)
+    receiver = receivers()
+    with client_for(running) as api:
+        created = subscribe(api, "contact.created", receiver.url())
+        receiver.judge = careful(created["secret"])
+        make_contacts(api, 24)
+    body = settled(running, 24)
+    how = {d["delivery_id"]: d["tampered"] for d in body["deliveries"]}
+    assert {"body", "signature", None} == set(how.values())
+    assert body["counts"]["tampered"] == sum(t is not None for t in how.values())
+    assert stays(lambda: len(receiver.received) == 24)  # a refusal (401) is not retried
+    for request in receiver.received:
+        delivery_id = request.headers["x-service-delivery"]
+        verifies = request.headers["x-service-signature"] == expected_signature(
+            created["secret"], request
+        )
+        assert verifies == (how[delivery_id] is None), delivery_id
+        assert ("tampered" in request.json()) == (how[delivery_id] == "body")
+    for sent in body["deliveries"]:
+        status = 200 if sent["tampered"] is None else 401
+        assert [a["status"] for a in sent["attempts"]] == [status]
+        assert sent["state"] == ("delivered" if status == 200 else "failed")
+
+
+def test_stale_deliveries_are_signed_but_old(
+    make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
+) -> None:
+    running = faulty(make_sandbox, webhook_stale_rate=0.5)
+    receiver = receivers()
+    with client_for(running) as api:
+        created = subscribe(api, "contact.created", receiver.url())
+        receiver.judge = careful(created["secret"])
+        make_contacts(api, 16)
+    body = settled(running, 16)
+    stale = {d["delivery_id"] for d in body["deliveries"] if d["stale"]}
+    assert 0 < len(stale) < 16
+    assert stays(lambda: len(receiver.received) == 16)
+    for request in receiver.received:
+        assert request.headers["x-service-signature"] == expected_signature(
+            created["secret"], request
+        )
+        age = time.time() - int(request.headers["x-service-timestamp"])
+        assert (age > FRESH_S) == (request.headers["x-service-delivery"] in stale)
+    refused = {d["delivery_id"] for d in body["deliveries"] if d["state"] == "failed"}
+    assert refused == stale
+    assert all(
+        [a["status"] for a in d["attempts"]] == [400 if d["stale"] else 200]
+        for d in body["deliveries"]
+    )
+
+
+def test_delay_holds_every_delivery(
+    make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
+) -> None:
+    running = faulty(make_sandbox, webhook_delay_s=0.4)
+    receiver = receivers()
+    with client_for(running) as api:
+        subscribe(api, "contact.created", receiver.url())
+        before = time.monotonic()
+        make_contacts(api, 3)
+    arrived = receiver.wait_for(3)
+    assert all(r.at - before >= 0.4 for r in arrived)
+    body = settled(running, 3)
+    assert {d["held_s"] for d in body["deliveries"]} == {0.4}
+
+
+def test_reorder_shuffles_the_deliveries(
+    make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
+) -> None:
+    running = faulty(make_sandbox, webhook_reorder_s=1.0)
+    receiver = receivers()
+    with client_for(running) as api:
+        subscribe(api, "contact.created", receiver.url())
+        contacts = make_contacts(api, 15)
+    arrived = receiver.wait_for(15)
+    order = [r.json()["contact"]["id"] for r in arrived]
+    assert sorted(order) == sorted(contacts)
+    assert order != contacts
+    held = [d["held_s"] for d in settled(running, 15)["deliveries"]]
+    assert all(0 <= h < 1.0 for h in held)
+    assert len(set(held)) == 15
+
+
+def test_faults_keep_the_delivery_id_and_at_most_five_retries(
+    make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
+) -> None:
+    running = faulty(make_sandbox, webhook_tamper_rate=1.0, webhook_stale_rate=1.0)
+    receiver = receivers(default=503)
+    with client_for(running) as api:
+        subscribe(api, "contact.created", receiver.url())
+        make_contacts(api, 1)
+    [sent] = settled(running, 1)["deliveries"]
+    assert stays(lambda: len(receiver.received) == 6, seconds=1.0)
+    assert delivery_ids(receiver.received) == {sent["delivery_id"]}
+    assert (sent["state"], sent["retries"]) == ("failed", 5)
+    assert [a["status"] for a in sent["attempts"]] == [503] * 6
+    assert [a["timestamp"] for a in sent["attempts"]] == [
+        r.headers["x-service-timestamp"] for r in receiver.received
+    ]
+    assert all(time.time() - int(a["timestamp"]) > FRESH_S for a in sent["attempts"])
+
+
+def test_faults_are_drawn_from_the_seed(
+    make_sandbox: SandboxFactory, receivers: Callable[..., Receiver]
+) -> None:
+    faults = {
+        "webhook_drop_rate": 0.3,
+        "webhook_duplicate_rate": 0.3,
+        "webhook_tamper_rate": 0.3,
+        "webhook_stale_rate": 0.3,
+        "webhook_reorder_s": 0.05,
+    }
+    plans = []
+    for _ in range(2):
+        running = faulty(make_sandbox, **faults)
+        with client_for(running) as api:
+            subscribe(api, "contact.created", receivers().url())
+            make_contacts(api, 15)
+        plans.append(
+            [
+                (d["delivery_id"], d["dropped"], d["tampered"], d["stale"], d["held_s"])
+                for d in settled(running, 15)["deliveries"]
+            ]
+        )
+    assert plans[0] == plans[1]
+    assert len({plan[0] for plan in plans[0]}) == 15
+
+
+def test_faults_belong_to_one_workspace(receivers: Callable[..., Receiver]) -> None:
+    base = SandboxConfig(
+        seed=71, shipments=100, start_ms=START_MS, limits_enabled=False, webhook_retry_base_s=0.02
+    )
+    with RunningSandbox(*base.workspaces(2)) as running:
+        first, second = running.stores
+        admin(running, "PATCH", f"/config?workspace={first.workspace.id}", {"webhook_drop_rate": 1})
+        receiver = receivers()
+        for key in running.api_keys:
+            with client_for(running, key) as api:
+                subscribe(api, "contact.created", receiver.url())
+                make_contacts(api, 3)
+        mine = settled(running, 3, first.workspace.id)
+        theirs = settled(running, 3, second.workspace.id)
+        both = record(running)
+    assert mine["counts"]["dropped"] == 3
+    assert theirs["counts"]["delivered"] == 3
+    assert [w["workspace_id"] for w in both["workspaces"]] == [
+        first.workspace.id,
+        second.workspace.id,
+    ]
+    assert stays(lambda: len(receiver.received) == 3)
+    assert {r.json()["workspace_id"] for r in receiver.received} == {second.workspace.id}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"webhook_drop_rate": 1.5},
+        {"webhook_tamper_rate": -0.1},
+        {"webhook_delay_s": "soon"},
+        {"webhook_reorder_s": -1},
+    ],
+)
+def test_bad_fault_settings_are_refused(running: RunningSandbox, body: dict[str, Any]) -> None:
+    response = admin_response(running, "PATCH", "/config", body)
+    assert response.status_code == 422, response.text
+    assert SandboxConfig().webhook_drop_rate == running.config.webhook_drop_rate == 0

@@ -75,3 +75,10 @@ def new_key(running: RunningSandbox, **body: Any) -> str:
 def sandbox_now(running: RunningSandbox) -> datetime:
     """The sandbox clock's current time, as its admin state reports it."""
     return datetime.fromisoformat(admin(running, "GET", "/state")["now"])
+
+
+def deleted_on_server(running: RunningSandbox) -> dict[str, set[str]]:
+    """The ids per kind (`contacts`, `documents`, `shipments`) that `GET /_sandbox/deleted`
+    says the application deleted in the first workspace and has not restored."""
+    listed = admin(running, "GET", "/deleted")["deleted"]
+    return {kind: {entry["id"] for entry in entries} for kind, entries in listed.items()}

@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from sandbox import Store
+from sandbox import RECORD_KINDS, Contact, Document, Shipment, Store
 
 from .warehouse import raw_tables
 
@@ -35,74 +35,113 @@ def ts_to_iso(value: datetime | None) -> str | None:
 
 
 def expected(store: Store) -> dict[str, Rows]:
-    """Every raw table's rows as the sandbox holds them, under the store's lock."""
+    """Every raw table's rows as the sandbox serves them, under the store's lock: live records
+    only (what the application deleted is in `deleted_rows`)."""
     with store.lock:
-        workspace = store.workspace.id
-        shipments = list(store.shipments.by_id.values())
-        contacts = list(store.contacts.by_id.values())
-        documents = list(store.documents.by_id.values())
-        tables: dict[str, Rows] = {
-            "workspaces": {(workspace, store.workspace.name, store.workspace.plan)},
-            "documents": {
-                (d.id, d.name, d.status, ms_to_iso(d.updated_at), workspace) for d in documents
-            },
-            "documents__fields": {
-                (d.id, f.id, f.type, f.label, f.external_id) for d in documents for f in d.fields
-            },
-            "shipments": {
-                (
-                    s.id,
-                    s.status,
-                    s.activity_status,
-                    s.document_id,
-                    ms_to_iso(s.created_at),
-                    ms_to_iso(s.archived_at),
-                    ms_to_iso(s.revoked_at),
-                    workspace,
-                )
-                for s in shipments
-            },
-            "shipments__recipients": {
-                (
-                    s.id,
-                    r.id,
-                    r.position,
-                    r.status,
-                    r.delivery_status,
-                    ms_to_iso(r.sent_at),
-                    ms_to_iso(r.signed_at),
-                    r.view_count,
-                    workspace,
-                )
-                for s in shipments
-                for r in s.recipients
-            },
-            "contacts": {
-                (c.id, c.email, c.company, ms_to_iso(c.updated_at), workspace) for c in contacts
-            },
-            "contacts__custom": {(c.id, k, v) for c in contacts for k, v in c.custom.items()},
-            "audit_events": {
-                (e["id"], s.id, e["type"], e["at"].replace("Z", "+00:00"), e["recipient_id"])
-                for s in shipments
-                for e in s.audit_events()
-            },
-            "shipment_fields": {
-                (
-                    body["shipment_id"],
-                    entry["recipient_id"],
-                    f["field_id"],
-                    f["type"],
-                    _value_text(f["value"]),
-                )
-                for s in shipments
-                for body in [s.filled_fields()]
-                for entry in body["data"]
-                for f in entry["fields"]
-            },
-            "webhooks": {
-                (h.id, h.event, h.target_url, h.is_active) for h in store.webhooks.values()
-            },
-        }
+        return _rows(
+            store,
+            list(store.documents.by_id.values()),
+            list(store.contacts.by_id.values()),
+            list(store.shipments.by_id.values()),
+            live=True,
+        )
+
+
+def deleted_rows(store: Store) -> dict[str, Rows]:
+    """Every raw table's rows that belong to records the application deleted (and has not
+    restored), in `expected`'s form and as they were when deleted: what a warehouse that keeps
+    deleted rows, marked, holds beyond `expected`. `workspaces` and `webhooks` are empty."""
+    with store.lock:
+        return _rows(
+            store,
+            list(store.deleted.documents.values()),
+            list(store.deleted.contacts.values()),
+            list(store.deleted.shipments.values()),
+            live=False,
+        )
+
+
+def deleted_ids(store: Store) -> dict[str, set[str]]:
+    """The ids the application deleted and has not restored, per raw table of a top-level
+    record (`documents`, `contacts`, `shipments`): what a complete id pass finds gone."""
+    with store.lock:
+        return {kind: store.deleted_ids(kind) for kind in RECORD_KINDS}
+
+
+def _rows(
+    store: Store,
+    documents: list[Document],
+    contacts: list[Contact],
+    shipments: list[Shipment],
+    *,
+    live: bool,
+) -> dict[str, Rows]:
+    """Every raw table's rows of these records; the workspace and its webhooks only if `live`."""
+    workspace = store.workspace.id
+    tables: dict[str, Rows] = {
+        "workspaces": {(workspace, store.workspace.name, store.workspace.plan)} if live else set(),
+        "documents": {
+            (d.id, d.name, d.status, ms_to_iso(d.updated_at), workspace) for d in documents
+        },
+        "documents__fields": {
+            (d.id, f.id, f.type, f.label, f.external_id) for d in documents for f in d.fields
+        },
+        "shipments": {
+            (
+                s.id,
+                s.status,
+                s.activity_status,
+                s.document_id,
+                ms_to_iso(s.created_at),
+                ms_to_iso(s.archived_at),
+                ms_to_iso(s.revoked_at),
+                workspace,
+            )
+            for s in shipments
+        },
+        "shipments__recipients": {
+            (
+                s.id,
+                r.id,
+                r.position,
+                r.status,
+                r.delivery_status,
+                ms_to_iso(r.sent_at),
+                ms_to_iso(r.signed_at),
+                r.view_count,
+                workspace,
+            )
+            for s in shipments
+            for r in s.recipients
+        },
+        "contacts": {
+            (c.id, c.email, c.company, ms_to_iso(c.updated_at), workspace) for c in contacts
+        },
+        "contacts__custom": {(c.id, k, v) for c in contacts for k, v in c.custom.items()},
+        "audit_events": {
+            (e["id"], s.id, e["type"], e["at"].replace("Z", "+00:00"), e["recipient_id"])
+            for s in shipments
+            for e in s.audit_events()
+        },
+        "shipment_fields": {
+            (
+                body["shipment_id"],
+                entry["recipient_id"],
+                f["field_id"],
+                f["type"],
+                _value_text(f["value"]),
+            )
+            for s in shipments
+            for body in [s.filled_fields()]
+            for entry in body["data"]
+            for f in entry["fields"]
+        },
+        "webhooks": (
+            {(h.id, h.event, h.target_url, h.is_active) for h in store.webhooks.values()}
+            if live
+            else set()
+        ),
+    }
     return tables
 
 
