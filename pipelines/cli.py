@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from dlt.pipeline.exceptions import PipelineStepFailed
+from rich.text import Text
 
 from pipelines import output
 from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
-from pipelines.errors import SigningEtlError
+from pipelines.errors import SigningEtlError, failure_reason
 from pipelines.outcome import Outcome, worst_exit_code
+from pipelines.output import printable
 from pipelines.reading import status as read_warehouse_status
 from pipelines.signing_pipeline import LoadOptions
 from pipelines.views import (
@@ -25,7 +27,7 @@ from pipelines.views import (
     workspaces_summary,
 )
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
-from pipelines.workspace_loads import WorkspaceLoad, failure_reason, load_workspaces
+from pipelines.workspace_loads import WorkspaceLoad, load_workspaces
 from pipelines.workspaces import choose, configured_workspaces
 from sources.signing import RESOURCES, SigningAPIError, parse_iso
 
@@ -41,6 +43,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help shows `[sources.signing.workspaces.<name>]` as written
 )
 
 WarehouseFile = Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")]
@@ -102,6 +105,14 @@ def main(
     output.configure("json" if log_format == "json" else "text")
 
 
+def _warehouse(path: Path, destination: str = DEFAULT_DESTINATION) -> Warehouse:
+    """The warehouse the options name, or a one-line failure."""
+    try:
+        return Warehouse.at(path, destination)
+    except SigningEtlError as error:
+        raise fail(str(error)) from None
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print a one-line reason on stderr and leave with `code`."""
     output.error(message)
@@ -134,7 +145,7 @@ def load(
             parse_iso(since)
         except ValueError:
             raise fail(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)") from None
-    warehouse = Warehouse.at(duckdb, destination)
+    warehouse = _warehouse(duckdb, destination)
     if parallel > 1 and not warehouse.takes_concurrent_writers:
         raise fail(
             "DuckDB takes one writer, so workspaces load one after another: --parallel needs "
@@ -179,7 +190,7 @@ def models(
     destination: WarehouseDestination = DEFAULT_DESTINATION,
 ) -> None:
     """Rebuild the dbt models (staging views, marts tables) on the loaded raw data."""
-    _build_models(Warehouse.at(duckdb, destination), select)
+    _build_models(_warehouse(duckdb, destination), select)
 
 
 def _build_models(warehouse: Warehouse, select: str | None = None) -> ModelsResult:
@@ -210,13 +221,13 @@ def demo(
     """Everything on a fresh machine, no key needed: sandbox, loads over simulated weeks,
     models, report; ends with the warehouse's path, the funnel and queries to try."""
     started = time.monotonic()
-    warehouse = Warehouse.at(duckdb)
+    warehouse = _warehouse(duckdb)
     try:
         run_demo(warehouse, shipments=shipments, weeks=weeks, say=output.info)
     except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
         raise fail(failure_reason(error)) from None
     _build_models(warehouse)
-    out.print(f"\n[bold]Warehouse:[/] {duckdb.resolve()}")
+    out.print(Text.assemble("\n", ("Warehouse:", "bold"), f" {printable(str(warehouse.path))}"))
     out.print(headline(warehouse))
     out.print(
         f'\nTry these with `uv run signing-etl sql --duckdb {duckdb} "<query>"` '
@@ -226,7 +237,10 @@ def demo(
         out.print(f"  {query}", highlight=False)
     report_path = _write_report(warehouse)
     out.print(f"\nDemo finished in {time.monotonic() - started:.0f} s.")
-    out.print(f"[bold]Report:[/] {report_path.resolve()}", highlight=False, soft_wrap=True)
+    out.print(
+        Text.assemble(("Report:", "bold"), f" {printable(str(report_path.resolve()))}"),
+        soft_wrap=True,
+    )
 
 
 @app.command()
@@ -246,7 +260,7 @@ def report(
     destination: WarehouseDestination = DEFAULT_DESTINATION,
 ) -> None:
     """Run the funnel notebook on the warehouse's marts and write a self-contained HTML report."""
-    path = _write_report(Warehouse.at(duckdb, destination), out_dir, workspace)
+    path = _write_report(_warehouse(duckdb, destination), out_dir, workspace)
     out.print(path.resolve(), highlight=False, soft_wrap=True)
 
 
@@ -282,7 +296,7 @@ def status(
     destination: WarehouseDestination = DEFAULT_DESTINATION,
 ) -> None:
     """Show the last run, the cursors and the row counts of a warehouse."""
-    warehouse = Warehouse.at(duckdb, destination)
+    warehouse = _warehouse(duckdb, destination)
     try:
         found = read_warehouse_status(warehouse)
     except SigningEtlError as error:
@@ -306,7 +320,7 @@ def sql(
     if output_format not in ("table", "csv", "json"):
         raise fail("--format must be table, csv or json")
     try:
-        names, rows = Warehouse.at(duckdb, destination).read_only_query(query, limit + 1)
+        names, rows = _warehouse(duckdb, destination).read_only_query(query, limit + 1)
     except SigningEtlError as error:
         raise fail(str(error)) from None
     except Exception as error:  # the database's own message, in one line

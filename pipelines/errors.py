@@ -4,6 +4,11 @@ it as it is (and catch the base, not a list of classes)."""
 
 from __future__ import annotations
 
+from dlt.common.configuration.exceptions import ConfigFieldMissingException
+from dlt.pipeline.exceptions import PipelineStepFailed
+
+from sources.signing import SigningAPIError
+
 
 class SigningEtlError(Exception):
     """Root of this package's expected failures: `str()` is one line; `exit_code` is the CLI's."""
@@ -49,3 +54,38 @@ class ReportError(SigningEtlError):
 
 class QueryRefused(SigningEtlError):
     """A query given to `signing-etl sql` is not one read-only statement."""
+
+    RULE = "sql runs exactly one read-only statement (select, with, values, explain)"
+
+
+def failure_reason(error: BaseException) -> str:
+    """The one line a failure is shown and recorded with: the innermost cause that is one of
+    ours (or a missing setting); else, for a failed dlt step, the step and its innermost cause
+    (dlt's own message names only the step)."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        if isinstance(cause, ConfigFieldMissingException):
+            return missing_config_reason(cause)
+        if isinstance(cause, SigningEtlError | SigningAPIError):
+            return str(cause)
+        cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
+    innermost = chain[-1]
+    said = f"{type(innermost).__name__}: {_first_line(innermost)}"
+    if isinstance(error, PipelineStepFailed):
+        return f"the {error.step} step failed: {said}"
+    return _first_line(error) if error is innermost else said
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def missing_config_reason(error: ConfigFieldMissingException) -> str:
+    fields = ", ".join(error.fields)
+    return (
+        f"missing configuration: {fields}; set SOURCES__SIGNING__API_KEY and "
+        "SOURCES__SIGNING__BASE_URL (or .dlt/secrets.toml, .dlt/config.toml)"
+    )

@@ -1,17 +1,25 @@
 """What the command line says, in the shape its reader needs: rich and coloured on a terminal;
 one line per message with a UTC timestamp, a level and the run id in a log (cron, Airflow); or
-one JSON object per line (`--log-format json`) for log collectors."""
+one JSON object per line (`--log-format json`) for log collectors.
+
+Messages and tables carry values from the service and from users (names, error messages, query
+results), so nothing printed is ever read as markup (rich's `[...]`, `:emoji:`) and control
+characters are shown escaped: a value can neither forge a log line, nor move or clear the
+terminal, nor hide a link.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from rich.console import Console
+from rich.table import Table
 
 LogFormat = Literal["text", "json"]
 LOGGER = logging.getLogger("signing_etl")
@@ -19,14 +27,46 @@ LOGGER = logging.getLogger("signing_etl")
 _WIDE = 10_000
 
 
+# C0 and C1 control characters and DEL; tabs are kept.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as its escape (`\\n`, `\\x1b`, ...)."""
+    return _CONTROL.sub(lambda found: found[0].encode("unicode_escape").decode(), text)
+
+
+def _console(stderr: bool) -> Console:
+    """A console that reads no markup or emoji codes and highlights nothing in what it
+    prints: every value comes out as it is."""
+    terminal = (sys.stderr if stderr else sys.stdout).isatty()
+    return Console(
+        stderr=stderr,
+        width=None if terminal else _WIDE,
+        soft_wrap=not terminal,
+        markup=False,
+        emoji=False,
+        highlight=False,
+    )
+
+
+class PlainTable(Table):
+    """A rich table whose headers and cells, data among them, show control characters escaped
+    (the consoles above read no markup in them)."""
+
+    def __init__(self, *headers: str, title: str | None = None) -> None:
+        super().__init__(*map(printable, headers), title=printable(title) if title else None)
+
+    def add_row(self, *cells: Any, **options: Any) -> None:
+        super().add_row(*(printable("" if c is None else str(c)) for c in cells), **options)
+
+
 def stdout_console() -> Console:
-    terminal = sys.stdout.isatty()
-    return Console(width=None if terminal else _WIDE, soft_wrap=not terminal)
+    return _console(stderr=False)
 
 
 def stderr_console() -> Console:
-    terminal = sys.stderr.isatty()
-    return Console(stderr=True, width=None if terminal else _WIDE, soft_wrap=not terminal)
+    return _console(stderr=True)
 
 
 class _TextFormatter(logging.Formatter):
@@ -37,7 +77,7 @@ class _TextFormatter(logging.Formatter):
         self.terminal = terminal
 
     def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
+        message = printable(record.getMessage())
         if self.terminal:
             return (
                 message

@@ -37,9 +37,17 @@ REPORT_TABLES = (("raw", "workspaces"), *(("marts", mart) for mart in MARTS))
 CELL_TIMEOUT_SECONDS = 600
 
 # JupyterLab's look, without the scripts it loads from CDNs (require.js, MathJax, Mermaid):
-# the report has only static images and must open offline.
+# the report has only static images and must open offline. Values from the data are escaped by
+# the notebook; as a second guard the page runs no script at all and loads nothing from
+# anywhere (its Content-Security-Policy), and nbconvert sanitizes the outputs' HTML.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
+    "form-action 'none'"
+)
 _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
-{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block html_head_js -%}
+<meta http-equiv="Content-Security-Policy" content="{{ resources.content_security_policy }}">
+{%- endblock html_head_js -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {%- block data_png scoped -%}
@@ -210,8 +218,11 @@ def notebook_html(notebook: NotebookNode) -> str:
         exclude_input=True,
         exclude_input_prompt=True,
         exclude_output_prompt=True,
+        sanitize_html=True,
     )
-    body, _ = exporter.from_notebook_node(notebook)
+    body, _ = exporter.from_notebook_node(
+        notebook, resources={"content_security_policy": CONTENT_SECURITY_POLICY}
+    )
     return body
 
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import dlt
 from dlt.common.pipeline import ExtractInfo, LoadInfo
 
+from pipelines.errors import failure_reason
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
 from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
@@ -206,12 +207,11 @@ def _run(
             steps = _Steps()
             info = steps.run(pipeline, source, control.stats)
     except Exception as error:
-        why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         failed = LoadResult(
             started_at=started,
             finished_at=datetime.now(UTC),
             stats=stats,
-            stopped=why,
+            stopped=failure_reason(error),
             exit_code=EXIT_FAILED,
             workspace_id=control.workspace_id,
             workspace_name=workspace_name,

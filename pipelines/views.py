@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from pipelines import output
 from pipelines.outcome import Outcome
+from pipelines.output import PlainTable
 from pipelines.progress import Progress
 from pipelines.reading import Status, WorkspaceStatus
 from pipelines.run_records import RunRecord
@@ -68,7 +67,7 @@ def workspaces_summary(loads: list[WorkspaceLoad], total: int) -> None:
     those a signal kept from starting)."""
     loaded = {load.entry.name: load.result.rows for load in loads if load.result is not None}
     if loaded and not output.is_json():
-        table = Table("table", *loaded, title="Load summary")
+        table = PlainTable("table", *loaded, title="Load summary")
         names = sorted({table for rows in loaded.values() for table in rows})
         for name in names or ["(nothing changed)"]:
             table.add_row(name, *(f"{rows.get(name, 0):,}" for rows in loaded.values()))
@@ -108,7 +107,7 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             workspace=result.workspace_name,
         )
     elif not several:
-        table = Table("table", "rows loaded", title="Load summary")
+        table = PlainTable("table", "rows loaded", title="Load summary")
         for name, count in sorted(result.rows.items()):
             table.add_row(name, f"{count:,}")
         if not result.rows:
@@ -135,7 +134,7 @@ def print_status(found: Status, warehouse: Path) -> None:
     several = len(found.workspaces) > 1
     if len(found.runs) > 1:
         columns = ["started", *(["workspace"] if several else []), "outcome", "requests", "429s"]
-        runs = Table(*columns, title="Recent runs")
+        runs = PlainTable(*columns, title="Recent runs")
         for earlier in found.runs:
             runs.add_row(
                 f"{earlier.started_at:%Y-%m-%d %H:%M:%S}",
@@ -159,7 +158,7 @@ def _label(workspace: WorkspaceStatus) -> str:
 
 def _print_workspaces(workspaces: list[WorkspaceStatus]) -> None:
     """Several workspaces side by side: who they are, their cursors, their rows."""
-    who = Table("workspace", "id", "name at the service", "last run", title="Workspaces")
+    who = PlainTable("workspace", "id", "name at the service", "last run", title="Workspaces")
     for workspace in workspaces:
         last = workspace.last_run
         who.add_row(
@@ -170,7 +169,7 @@ def _print_workspaces(workspaces: list[WorkspaceStatus]) -> None:
         )
     out.print(who)
     lists = list(dict.fromkeys(name for w in workspaces for name in w.cursors))
-    cursors = Table("workspace", *lists, title="Cursors (next run reads changes since)")
+    cursors = PlainTable("workspace", *lists, title="Cursors (next run reads changes since)")
     for workspace in workspaces:
         cells = [
             workspace.cursors.get(name, "")
@@ -179,7 +178,7 @@ def _print_workspaces(workspaces: list[WorkspaceStatus]) -> None:
         ]
         cursors.add_row(_label(workspace), *cells)
     out.print(cursors)
-    counts = Table("table", *(_label(w) for w in workspaces), title="raw.* rows per workspace")
+    counts = PlainTable("table", *(_label(w) for w in workspaces), title="raw.* rows per workspace")
     tables = list(dict.fromkeys(t for w in workspaces for t in w.row_counts))
     for table in tables:
         counts.add_row(table, *(f"{w.row_counts.get(table, 0):,}" for w in workspaces))
@@ -198,7 +197,7 @@ def _run_workspace(run: RunRecord) -> str:
 
 def _print_workspace(workspace: WorkspaceStatus, warehouse: Path) -> None:
     """The one workspace's cursors and rows, as before workspaces were several."""
-    cursors = Table("list", "next run reads changes since", title="Cursors")
+    cursors = PlainTable("list", "next run reads changes since", title="Cursors")
     for name, since in workspace.cursors.items():
         interrupted = "  (pass interrupted)" if name in workspace.interrupted else ""
         cursors.add_row(name, since + interrupted)
@@ -208,7 +207,7 @@ def _print_workspace(workspace: WorkspaceStatus, warehouse: Path) -> None:
             f"Audit trails cut at the API's {EVENTS_LIMIT} events: "
             f"{workspace.truncated_trails:,} shipments (flagged in marts.fct_shipments)"
         )
-    counts = Table("table", "rows", title=f"raw.* in {warehouse}")
+    counts = PlainTable("table", "rows", title=f"raw.* in {warehouse}")
     for table, count in workspace.row_counts.items():
         counts.add_row(table, f"{count:,}")
     out.print(counts)
@@ -239,7 +238,7 @@ def print_rows(names: list[str], rows: list[tuple[Any, ...]], output_format: str
         for row in rows:
             sys.stdout.write(json.dumps(dict(zip(names, row, strict=True)), default=str) + "\n")
     else:
-        table = Table(*names)
+        table = PlainTable(*names)
         for row in rows:
-            table.add_row(*("" if v is None else str(v) for v in row))
+            table.add_row(*row)
         out.print(table)

@@ -17,7 +17,7 @@ from typing import Protocol
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
 from dlt.pipeline.exceptions import PipelineStepFailed
 
-from pipelines.errors import SigningEtlError, WarehouseError
+from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
 from pipelines.outcome import EXIT_FAILED, Outcome, is_signal
 from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental, stop_on_signals
 from pipelines.warehouse import Warehouse
@@ -164,27 +164,3 @@ class _ControlGroup:
         self.stopped = True
         for control in self._controls:
             control.stop(reason)
-
-
-def failure_reason(error: BaseException) -> str:
-    """The one line a failure is shown and recorded with: the innermost cause that is one of
-    ours (or a missing setting), else what dlt's step says with the cause's type."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, ConfigFieldMissingException):
-            return missing_config_reason(cause)
-        if isinstance(cause, SigningEtlError | SigningAPIError):
-            return str(cause)
-        cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
-    if isinstance(error, PipelineStepFailed):
-        first_line = str(error.exception).splitlines()[0] if str(error.exception) else ""
-        return f"the {error.step} step failed: {type(error.exception).__name__}: {first_line}"
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
-
-
-def missing_config_reason(error: ConfigFieldMissingException) -> str:
-    fields = ", ".join(error.fields)
-    return (
-        f"missing configuration: {fields}; set SOURCES__SIGNING__API_KEY and "
-        "SOURCES__SIGNING__BASE_URL (or .dlt/secrets.toml, .dlt/config.toml)"
-    )

@@ -45,16 +45,37 @@ class WorkspaceEntry:
 def configured_names() -> list[str]:
     """Names of the `[sources.signing.workspaces.<name>]` entries in every config provider
     (the toml files, and the environment's `SOURCES__SIGNING__WORKSPACES__<NAME>__API_KEY`)."""
-    names: dict[str, None] = {}
-    for provider in dlt.config.config_providers:
-        value, _ = provider.get_value(SECTION[-1], dict, None, *SECTION[:-1])
-        if isinstance(value, dict):
-            names.update(dict.fromkeys(str(name) for name in value))
+    return list(_configured_entries())
+
+
+def _configured_entries() -> dict[str, dict[str, str]]:
+    """Each named entry's settings, the environment first, then the providers in dlt's order:
+    the first value of a field wins. An entry is read as a whole, never through a dotted key,
+    so a name with dots or quotes (`[sources.signing.workspaces."eu.sales"]`) is found as
+    written."""
+    entries: dict[str, dict[str, str]] = {}
     for variable in sorted(os.environ):
         found = _ENV_KEY.match(variable)
         if found:
-            names[found["name"].lower()] = None
-    return list(names)
+            entry = entries.setdefault(found["name"].lower(), {})
+            entry["api_key"] = os.environ[variable]
+            url = os.environ.get(variable.removesuffix("API_KEY") + "BASE_URL")
+            if url:
+                entry["base_url"] = url
+    for provider in dlt.config.config_providers:
+        value, _ = provider.get_value(SECTION[-1], dict, None, *SECTION[:-1])
+        for name, fields in value.items() if isinstance(value, dict) else []:
+            entry = entries.setdefault(str(name), {})
+            for field_name, field_value in _fields(fields):
+                entry.setdefault(field_name, field_value)
+    return entries
+
+
+def _fields(fields: Any) -> list[tuple[str, str]]:
+    """The set fields of one entry as a provider holds it."""
+    if not isinstance(fields, dict):
+        return []
+    return [(str(k), str(v)) for k, v in fields.items() if v not in (None, "")]
 
 
 def configured_workspaces() -> list[WorkspaceEntry]:
@@ -64,8 +85,8 @@ def configured_workspaces() -> list[WorkspaceEntry]:
         ConfigError: an entry lacks its key or base URL, or nothing is configured.
     """
     default_url = _setting("sources.signing.base_url")
-    names = configured_names()
-    if not names:
+    named = _configured_entries()
+    if not named:
         key = _setting("sources.signing.api_key")
         if not key or not default_url:
             missing = [n for n, v in (("api_key", key), ("base_url", default_url)) if not v]
@@ -76,16 +97,14 @@ def configured_workspaces() -> list[WorkspaceEntry]:
             )
         return [WorkspaceEntry(DEFAULT_NAME, default_url, key)]
     entries = []
-    for name in names:
-        prefix = ".".join((*SECTION, name))
-        key = _setting(f"{prefix}.api_key")
-        url = _setting(f"{prefix}.base_url") or default_url
+    for name, fields in named.items():
+        key, url = fields.get("api_key"), fields.get("base_url") or default_url
         if not key or not url:
             what = "api_key" if not key else "base_url"
             variable = f"{'__'.join((*SECTION, name, what))}".upper()
             raise ConfigError(
                 f"workspace {name!r} has no {what}; set it in .dlt/secrets.toml "
-                f"([{prefix}] {what} = ...) or as {variable}"
+                f'([{".".join(SECTION)}."{name}"] {what} = ...) or as {variable}'
             )
         entries.append(WorkspaceEntry(name, url, key))
     return entries

@@ -1,0 +1,432 @@
+"""The warehouse: one object, made once from the CLI's or Dagster's options, that owns where the
+data lives and everything done to the place itself: its working folders and lock, the check
+that it can be written, holding it open during a run, dlt's destination, one read-only SQL
+reader for every backend, what it holds, and the local copy of the marts the report reads.
+
+A DuckDB file takes one writer and lives beside its working folders; any other dlt destination
+(Postgres, ...) takes concurrent writers, keeps its state in the database, and only dlt's and
+dbt's working folders live beside `path`. Nothing else in the project opens DuckDB or asks
+which destination it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dlt
+
+from pipelines.environment import environment_set
+from pipelines.errors import (
+    AlreadyRunning,
+    ModelsError,
+    ModelsWarehouseMissing,
+    QueryRefused,
+    WarehouseError,
+    WarehouseMissing,
+)
+
+from . import _duckdb
+from ._catalog import (
+    LoadedWorkspace,
+    SqlClient,
+    columns_by_table,
+    has_table,
+    loaded_workspaces,
+    tables_in,
+)
+from ._postgres import POSTGRES, dbt_environment, read_only_statement
+
+DEFAULT_DESTINATION = _duckdb.DUCKDB
+_UNQUOTABLE = re.compile(r"['\"\x00-\x1f\x7f]")
+DEFAULT_WAREHOUSE = Path("warehouse/signing.duckdb")
+DATASET = "raw"  # dlt's dataset: the raw tables, the state, the run records
+WAREHOUSE_VARIABLE = "SIGNING_WAREHOUSE"  # the DuckDB file models/profiles.yml opens
+PARQUET_FROM_RECORDS = _duckdb.PARQUET_FROM_RECORDS
+LoadFileFormat = _duckdb.LoadFileFormat
+
+__all__ = [
+    "DATASET",
+    "DEFAULT_DESTINATION",
+    "DEFAULT_WAREHOUSE",
+    "PARQUET_FROM_RECORDS",
+    "WAREHOUSE_VARIABLE",
+    "DbtTarget",
+    "LoadFileFormat",
+    "LoadedWorkspace",
+    "SqlClient",
+    "Warehouse",
+    "columns_by_table",
+    "has_table",
+    "loaded_workspaces",
+    "tables_in",
+]
+
+
+@dataclass(frozen=True)
+class DbtTarget:
+    """How dbt reaches a warehouse: the profiles.yml output (None: the default, DuckDB) and
+    the environment variables that output reads."""
+
+    name: str | None
+    environment: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """Where a team's signing data lives: a DuckDB file (`path`), or another dlt destination
+    whose local working folders live beside `path`."""
+
+    path: Path
+    destination: str = DEFAULT_DESTINATION
+
+    @classmethod
+    def at(
+        cls, path: Path | str = DEFAULT_WAREHOUSE, destination: str = DEFAULT_DESTINATION
+    ) -> Warehouse:
+        """The warehouse at `path`: the file it names, symbolic links resolved, is what counts
+        (its lock, its working folders), whatever path led to it.
+
+        Raises:
+            WarehouseError: `path` is a symbolic link to nothing (a load would write wherever
+                it points).
+        """
+        named = Path(path).expanduser()
+        if destination == DEFAULT_DESTINATION and named.is_symlink() and not named.exists():
+            raise WarehouseError(
+                f"{named} is a symbolic link to {os.readlink(named)}, which does not exist; "
+                "point --duckdb at the warehouse file itself"
+            )
+        resolved = named.resolve()
+        if destination == DEFAULT_DESTINATION and _UNQUOTABLE.search(resolved.stem):
+            # dbt-duckdb names the database after the file and quotes that name badly.
+            raise WarehouseError(
+                f"the warehouse file's name {resolved.name!r} holds a quote or a control "
+                "character, which dbt cannot open; choose another name with --duckdb"
+            )
+        return cls(resolved, destination)
+
+    @classmethod
+    def of(cls, place: Warehouse | Path | str) -> Warehouse:
+        """`place` itself, or the DuckDB warehouse at a path."""
+        return place if isinstance(place, Warehouse) else cls.at(place)
+
+    # ------------------------------------------------------------------ what it is
+
+    @property
+    def is_file(self) -> bool:
+        """A DuckDB file: one writer at a time, everything on this machine."""
+        return self.destination == DEFAULT_DESTINATION
+
+    @property
+    def takes_concurrent_writers(self) -> bool:
+        return not self.is_file
+
+    @property
+    def label(self) -> str:
+        """How messages name it."""
+        return str(self.path) if self.is_file else f"the {self.destination} destination"
+
+    @property
+    def pipelines_dir(self) -> Path:
+        """dlt's working folder of a DuckDB warehouse: beside it, so two never share state."""
+        return self.path.parent / f".{self.path.stem}.dlt"
+
+    @property
+    def dbt_dir(self) -> Path:
+        """dbt's `target/` and `logs/`, beside the warehouse and never in `models/`."""
+        return self.path.parent / f".{self.path.stem}.dbt"
+
+    def exists(self) -> bool:
+        return self.path.exists() if self.is_file else True
+
+    # ------------------------------------------------------------------ writing
+
+    def check_is_file(self) -> None:
+        """Fail in one line when `path` names something that is not a file (a folder, a
+        device such as /dev/null): nothing is written beside it, no lock either."""
+        if self.is_file and self.path.exists() and not self.path.is_file():
+            raise WarehouseError(
+                f"{self.path} is not a file (a folder or a device); point --duckdb at a "
+                "DuckDB file, or at a path where one may be created"
+            )
+
+    def check_writable(self) -> None:
+        """Fail in one line, before anything is written, when `path` is not a file or the
+        warehouse's folder (or, while it does not exist, the nearest folder above it) cannot
+        be written in."""
+        self.check_is_file()
+        folder = self.path.parent
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        try:
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError as error:
+            raise WarehouseError(
+                f"cannot write in {existing} ({error.strerror}); choose a writable folder "
+                "with --duckdb"
+            ) from None
+
+    @contextlib.contextmanager
+    def exclusive(self, scope: str | None = None) -> Iterator[None]:
+        """Hold a run lock beside the warehouse (`.<file>.lock`, or `.<scope>.lock`), or fail
+        at once if another run has it. A run that wrote nothing (a refused key, a wrong URL)
+        takes its lock file and new folders away again."""
+        folder = self.path.parent
+        created = [p for p in (folder, *folder.parents) if not p.exists()]
+        folder.mkdir(parents=True, exist_ok=True)
+        lock_path = folder / f".{scope or self.path.name}.lock"
+        with open(lock_path, "a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise AlreadyRunning(
+                    f"another load is running on {scope or self.path} ({holder}); try again "
+                    "when it ends"
+                ) from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}")
+            handle.flush()
+            try:
+                yield
+            finally:
+                if scope or (not self.path.exists() and not self.pipelines_dir.exists()):
+                    lock_path.unlink(missing_ok=True)
+                    for made in created:  # innermost first
+                        with contextlib.suppress(OSError):
+                            made.rmdir()
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[None]:
+        """What a run holds before it asks the service anything. A DuckDB file takes one
+        writer: its folder is checked, its lock taken, and the file held open for the run
+        (dlt's seven connections then share it). Other destinations need nothing yet."""
+        if not self.is_file:
+            yield
+            return
+        self.check_writable()
+        with self.exclusive(), _duckdb.held_open(self.path):
+            yield
+
+    @contextlib.contextmanager
+    def workspace_session(self, workspace_id: str) -> Iterator[Path]:
+        """dlt's working folder for one workspace's run. A DuckDB file keeps it beside itself.
+        Elsewhere loads of several workspaces or machines run at once: each holds only its
+        workspace's lock, and its state comes from the destination every time (the folder is
+        temporary), so they never mix their state."""
+        if self.is_file:
+            yield self.pipelines_dir
+            return
+        with (
+            self.exclusive(f"{self.destination}.{workspace_id}"),
+            tempfile.TemporaryDirectory() as folder,
+        ):
+            yield Path(folder)
+
+    def dlt_destination(self) -> Any:
+        """dlt's destination: DuckDB at `path` with its load files chosen by size, or the
+        named destination configured as dlt configures it."""
+        if not self.is_file:
+            return self.destination
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return _duckdb.duckdb_destination(self.path)
+
+    def remove(self) -> None:
+        """Delete a DuckDB warehouse and its dlt folder (the demo starts afresh)."""
+        if self.is_file:
+            self.path.unlink(missing_ok=True)
+            shutil.rmtree(self.pipelines_dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ reading
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[SqlClient]:
+        """A SQL client of the `raw` dataset for reading: a read-only DuckDB connection (the
+        file may be open elsewhere), or dlt's SQL client of the destination, configured as a
+        load is (e.g. `DESTINATION__POSTGRES__CREDENTIALS`)."""
+        if self.is_file:
+            if not self.path.exists():
+                raise WarehouseMissing(f"no warehouse at {self.path}; run `signing-etl load` first")
+            self.check_is_file()
+            with _duckdb.read_only(self.path, DATASET) as reader:
+                yield reader
+            return
+        with self._dlt_client() as client:
+            if not client.has_dataset():
+                raise WarehouseMissing(
+                    f"no dataset {DATASET} in the {self.destination} destination; "
+                    f"run `signing-etl load --destination {self.destination}` first"
+                )
+            yield client
+
+    @contextlib.contextmanager
+    def _dlt_client(self) -> Iterator[Any]:
+        with tempfile.TemporaryDirectory() as folder:
+            reader = dlt.pipeline(
+                pipeline_name="signing_reader",
+                pipelines_dir=folder,
+                destination=self.destination,
+                dataset_name=DATASET,
+            )
+            with reader.sql_client() as client:
+                yield client
+
+    def read_only_query(self, query: str, most: int) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The column names and at most `most` rows of exactly one reading statement (`sql`),
+        checked by the database's own parser and run where nothing can be written: DuckDB
+        read-only with external access off, or a read-only Postgres transaction the text
+        cannot end.
+
+        Raises:
+            QueryRefused: anything but one reading statement, or another destination.
+            WarehouseMissing: no warehouse yet.
+        """
+        if self.is_file:
+            if not self.path.exists():
+                raise WarehouseMissing(f"no warehouse at {self.path}; run `signing-etl load` first")
+            self.check_is_file()
+            return _duckdb.read_only_statement(self.path, query, most)
+        if self.destination == POSTGRES:
+            return read_only_statement(query, most)
+        raise QueryRefused(f"sql reads DuckDB and Postgres warehouses, not {self.destination}")
+
+    def workspaces(self) -> list[LoadedWorkspace]:
+        """The workspaces loaded into it; none when it cannot be read yet."""
+        try:
+            with self.reader() as client:
+                return loaded_workspaces(client)
+        except Exception:  # no warehouse, no dataset, a file that is not DuckDB: nothing loaded
+            return []
+
+    # ------------------------------------------------------------------ the models
+
+    def check_for_models(self) -> None:
+        """Fail in one line, before dbt starts, when the models cannot run here; creates dbt's
+        folder on the way.
+
+        Raises:
+            ModelsWarehouseMissing: no DuckDB file at `path`.
+            ModelsError: a folder, a file DuckDB cannot open (not a database, another process
+                holds it, no permission), or a folder that cannot be written in (DuckDB writes
+                its `.wal` there, dbt its target and logs).
+        """
+        if not self.is_file:
+            self.dbt_dir.mkdir(parents=True, exist_ok=True)
+            return
+        if not self.path.exists():
+            raise ModelsWarehouseMissing(
+                f"no warehouse at {self.path}: load it first (`signing-etl load`), or point "
+                "--duckdb at an existing one"
+            )
+        if not self.path.is_file():
+            raise ModelsError(
+                f"{self.path} is a folder, not a warehouse: point --duckdb at the file"
+            )
+        try:
+            for name in ("target", "logs"):
+                (self.dbt_dir / name).mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.path.parent):
+                pass
+        except OSError as error:
+            raise ModelsError(
+                f"cannot write in {self.path.parent} ({error.strerror or error}): the models "
+                "write beside the warehouse; make the folder writable, or copy the warehouse "
+                "to one that is"
+            ) from None
+        reason = _duckdb.open_error(self.path)
+        if reason is not None:
+            if "not a valid DuckDB database" in reason:
+                hint = "it is not a DuckDB file: point --duckdb at the one `signing-etl load` wrote"
+            elif "lock" in reason.lower():
+                hint = "another process has it open: try again once it has finished"
+            else:
+                hint = "check the file, or load a new warehouse with `signing-etl load`"
+            raise ModelsError(f"cannot open the warehouse {self.path} ({reason}); {hint}")
+
+    def dbt_target(self) -> DbtTarget:
+        """dbt's target for this warehouse (profiles.yml), with the credentials the load uses.
+
+        Raises:
+            ModelsError: a destination the models do not build on, or its credentials
+                missing or unusable (one line, never quoting them).
+        """
+        environment = {WAREHOUSE_VARIABLE: str(self.path)}
+        if self.is_file:
+            return DbtTarget(None, environment)
+        return DbtTarget(self.destination, {**environment, **dbt_environment(self.destination)})
+
+    @contextlib.contextmanager
+    def for_dbt(self) -> Iterator[DbtTarget]:
+        """dbt's target, its environment set while the block runs; afterwards dbt's own
+        connections to a DuckDB file are released, so a load can open it again."""
+        target = self.dbt_target()
+        try:
+            with environment_set(target.environment):
+                yield target
+        finally:
+            if self.is_file:
+                _duckdb.close_dbt_connections()
+
+    # ------------------------------------------------------------------ the report's copy
+
+    def marts_missing(self, marts: Sequence[str]) -> str | None:
+        """Why the marts cannot be reported on, in one line; None when every one exists."""
+        if self.is_file and not self.path.is_file():
+            return f"no warehouse at {self.path}; run `signing-etl load` (or `signing-etl demo`)"
+        try:
+            with self.reader() as client:
+                found = tables_in(client, "marts")
+        except WarehouseError as error:
+            return str(error)
+        missing = [name for name in marts if name not in found]
+        if missing:
+            where = f"--duckdb {self.path}" if self.is_file else f"--destination {self.destination}"
+            return (
+                f"{self.label} has no marts ({', '.join(missing)} missing); "
+                f"run `signing-etl models {where}`"
+            )
+        return None
+
+    @contextlib.contextmanager
+    def local_copy(self, tables: Sequence[tuple[str, str]]) -> Iterator[Warehouse]:
+        """A DuckDB warehouse holding `tables` (schema, name) for local readers such as the
+        report's notebook: this file itself, or a temporary copy (`copy_into`)."""
+        if self.is_file:
+            yield self
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            yield Warehouse.at(self.copy_into(Path(folder) / self.path.name, tables))
+
+    def copy_into(self, into: Path, tables: Sequence[tuple[str, str]]) -> Path:
+        """A new DuckDB file `into` with `tables` (schema, name) of this warehouse, read
+        through the destination's own connection; they are small, aggregated tables.
+
+        Raises:
+            WarehouseError: the destination cannot be read or lacks a table (one line).
+        """
+        try:
+            with self._dlt_client() as client:
+                frames = {}
+                for schema, table in tables:
+                    with client.execute_query(f"select * from {schema}.{table}") as cursor:
+                        frames[schema, table] = cursor.df()
+            _duckdb.write_snapshot(into, frames)
+        except Exception as error:  # the destination's own message, in one line
+            first = " ".join((str(error).splitlines() or [type(error).__name__])[0].split())
+            raise WarehouseError(
+                f"cannot read the marts of the {self.destination} destination: {first}; "
+                f"run `signing-etl models --destination {self.destination}` after a load"
+            ) from None
+        return into

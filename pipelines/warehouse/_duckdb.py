@@ -1,0 +1,207 @@
+"""The DuckDB file: the one module of the project that opens DuckDB (the warehouse itself, its
+read-only readers, the report's local snapshot) and tunes dlt's DuckDB destination."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dlt
+import duckdb
+from dlt.common.configuration import configspec, resolve_configuration
+from dlt.common.destination import TLoaderFileFormat
+from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
+
+from pipelines.errors import QueryRefused, WarehouseError
+
+DUCKDB = "duckdb"
+
+# DuckDB's memory for a load; without it DuckDB may take 80% of the machine. A user's own
+# `[destination.duckdb.credentials] global_config` (or its environment variable) wins.
+DUCKDB_MEMORY_LIMIT = "512MB"
+
+# Records fetched from which a DuckDB load is written as parquet rather than INSERT statements.
+PARQUET_FROM_RECORDS = 1_000
+
+
+@dataclass
+class LoadFileFormat:
+    """The load files of a DuckDB run, chosen once its extract has told how much it fetched.
+
+    INSERT statements (dlt's default for DuckDB) make DuckDB's memory grow with the size of a
+    load: 1.9 GiB at 2,000 shipments, outside its memory limit. Parquet keeps the load step
+    flat and fast, but writing it imports pyarrow and pandas, about 0.8 s of every run. So a
+    run that fetched fewer than `PARQUET_FROM_RECORDS` records, a nightly run with little or
+    nothing new, writes INSERT statements, and a larger one parquet. Parquet is also the
+    answer before anything was fetched (packages an interrupted run left).
+
+    dlt asks this per table while it normalizes (`loader_file_format_selector`)."""
+
+    parquet: bool = True
+
+    def choose_for(self, records: int) -> None:
+        self.parquet = records >= PARQUET_FROM_RECORDS
+
+    def __call__(
+        self,
+        preferred: TLoaderFileFormat,
+        supported: Sequence[TLoaderFileFormat],
+        /,
+        *,
+        table_schema: Any,
+    ) -> tuple[TLoaderFileFormat, Sequence[TLoaderFileFormat]]:
+        return ("parquet" if self.parquet else "insert_values"), supported
+
+
+@configspec(init=False)
+class WarehouseCredentials(DuckDbCredentials):
+    """DuckDB's credentials, shown as their path. dlt shows credentials as a SQLAlchemy URL,
+    and so imports SQLAlchemy (0.3 s) in every run for one line of a load's info."""
+
+    def __str__(self) -> str:
+        return str(self.database)
+
+
+def duckdb_destination(warehouse: Path) -> Any:
+    """DuckDB at `warehouse`, its load files chosen by size (`LoadFileFormat`).
+
+    The credentials are resolved here, so that the user's `[destination.duckdb.credentials]`
+    (or their environment variables) still apply: its `global_config` replaces the default
+    memory limit, `DUCKDB_MEMORY_LIMIT`. The file is always `warehouse`."""
+    credentials = WarehouseCredentials(global_config={"memory_limit": DUCKDB_MEMORY_LIMIT})
+    credentials.database = str(warehouse)
+    credentials = resolve_configuration(credentials, sections=("destination", DUCKDB))
+    credentials.database = str(warehouse)
+    return dlt.destinations.duckdb(credentials, loader_file_format_selector=LoadFileFormat())
+
+
+def unusable(warehouse: Path, error: duckdb.Error) -> WarehouseError:
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return WarehouseError(
+        f"{warehouse} is not a usable DuckDB file ({first}); move it away or choose another "
+        "--duckdb"
+    )
+
+
+@contextlib.contextmanager
+def held_open(warehouse: Path) -> Iterator[None]:
+    """Hold an existing warehouse open for a run, or fail in one line when DuckDB cannot open it.
+
+    While one connection is open, every other one this process opens to the file (dlt opens
+    about seven in a run) shares its database instead of reading and checkpointing the file
+    again: 40 ms each otherwise. A new warehouse is not created here, so that a run that
+    writes nothing leaves nothing behind."""
+    if not warehouse.exists():
+        yield
+        return
+    try:
+        held = duckdb.connect(str(warehouse))
+    except duckdb.Error as error:
+        raise unusable(warehouse, error) from None
+    try:
+        yield
+    finally:
+        held.close()
+
+
+def open_error(warehouse: Path) -> str | None:
+    """Why DuckDB cannot open the file for writing, in one line; None when it can."""
+    try:
+        duckdb.connect(str(warehouse)).close()
+    except duckdb.Error as error:
+        return " ".join((str(error).splitlines() or [type(error).__name__])[0].split())
+    return None
+
+
+class DuckDBReader:
+    """The calls of dlt's SQL client that reading a warehouse uses (`execute_sql` with `%s`
+    parameters, `make_qualified_table_name`, `dataset_name`), on a read-only connection: dlt's
+    own client would open the file for writing."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, dataset_name: str) -> None:
+        self.connection = connection
+        self.dataset_name = dataset_name
+
+    def make_qualified_table_name(self, table_name: str) -> str:
+        return f'"{self.dataset_name}"."{table_name}"'
+
+    def execute_sql(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        return self.connection.execute(sql.replace("%s", "?"), list(args)).fetchall()
+
+
+@contextlib.contextmanager
+def read_only(warehouse: Path, dataset_name: str) -> Iterator[DuckDBReader]:
+    """A read-only reader of the file (it may be open for writing elsewhere)."""
+    try:
+        connection = duckdb.connect(str(warehouse), read_only=True)
+    except duckdb.Error as error:
+        raise WarehouseError(
+            f"cannot read {warehouse}: {' '.join(str(error).splitlines()[:1])}"
+        ) from None
+    with connection:
+        yield DuckDBReader(connection, dataset_name)
+
+
+# A user's query runs where it can read the warehouse and nothing else: no file, URL or other
+# database (`read_csv`, `COPY ... TO`, `ATTACH`), no extension loaded, no setting changed back.
+LOCKED_DOWN: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,
+}
+READING_STATEMENTS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
+
+
+def read_only_statement(
+    warehouse: Path, query: str, most: int
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Column names and at most `most` rows of one reading statement, checked by DuckDB's own
+    parser before it runs on a read-only connection with external access switched off.
+
+    Raises:
+        QueryRefused: not SQL, several statements, or one that is not a reading one.
+        WarehouseError: the file cannot be opened.
+    """
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as error:
+        raise QueryRefused(f"{QueryRefused.RULE}: {_first_line(error)}") from None
+    if len(statements) != 1:
+        raise QueryRefused(f"{QueryRefused.RULE}; this text holds {len(statements)}")
+    kind = statements[0].type
+    if kind not in READING_STATEMENTS:
+        raise QueryRefused(f"{QueryRefused.RULE}; this one is {kind.name}")
+    try:
+        connection = duckdb.connect(str(warehouse), read_only=True, config=LOCKED_DOWN)
+    except duckdb.Error as error:
+        raise WarehouseError(f"cannot read {warehouse}: {_first_line(error)}") from None
+    with connection:
+        cursor = connection.execute(query)
+        return [d[0] for d in cursor.description or []], cursor.fetchmany(most)
+
+
+def _first_line(error: BaseException) -> str:
+    return " ".join((str(error).splitlines() or [type(error).__name__])[0].split())
+
+
+def close_dbt_connections() -> None:
+    """dbt-duckdb keeps the file open in-process after a run, which would lock out the next
+    load in this process (duckdb/dbt-duckdb#616); release it."""
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    DuckDBConnectionManager.close_all_connections()  # type: ignore[no-untyped-call]
+
+
+def write_snapshot(into: Path, tables: dict[tuple[str, str], Any]) -> None:
+    """A new DuckDB file `into` holding each `(schema, table)` from its pandas frame."""
+    with duckdb.connect(str(into)) as local:
+        for (schema, table), frame in tables.items():
+            local.execute(f'create schema if not exists "{schema}"')
+            local.register("copied", frame)
+            local.execute(f'create table "{schema}"."{table}" as select * from copied')
+            local.unregister("copied")
