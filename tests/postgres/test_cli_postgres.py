@@ -188,6 +188,31 @@ def test_status_and_sql_read_the_postgres_warehouse(
     assert "read-only" in line
 
 
+def test_sql_on_postgres_runs_one_read_only_statement_that_the_text_cannot_end(
+    loaded: tuple[RunningSandbox, PostgresDatabase, dict[str, str], Path, Any],
+) -> None:
+    """The text of `sql` can neither end the read-only transaction it runs in nor run a second
+    statement: every table keeps its rows."""
+    _, database, env, folder, _ = loaded
+    counts = "select count(*) from raw.contacts__group_ids"
+    before = _query(database, counts)
+    assert before[0][0] > 0
+    for hostile in (
+        "begin read write; delete from raw.contacts__group_ids; commit; select 1",
+        "commit; delete from raw.contacts__group_ids",
+        "select 1; set session characteristics as transaction read write",
+        "delete from raw.contacts__group_ids",
+        "create table raw.planted as select 1 as x",
+    ):
+        refused = run_cli(["sql", "--destination", "postgres", hostile], cwd=folder, env=env)
+        assert refused.returncode == 1, describe(refused)
+        (line,) = error_lines(refused.stderr)
+        assert "one read-only statement" in line, describe(refused)
+        assert _query(database, counts) == before, hostile
+    planted = "select count(*) from information_schema.tables where table_name = 'planted'"
+    assert _query(database, planted) == [(0,)]
+
+
 def test_marts_built_on_postgres_equal_the_sandbox_and_duckdb_also_after_activity(
     loaded: tuple[RunningSandbox, PostgresDatabase, dict[str, str], Path, Any],
 ) -> None:

@@ -1,0 +1,284 @@
+"""Hostile input on the pipeline's side, tried as an attacker would: queries that try to write
+through `sql`, data and names that try to become markup in a terminal, a log or the report, and
+paths that are no warehouse. Each is refused in one line, or shown as the text it is, and the
+warehouse is left exactly as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipelines.models import build_models
+from pipelines.report import write_report
+from sandbox import RunningSandbox, SandboxConfig
+from tests.support import (
+    FAST,
+    START_MS,
+    SandboxFactory,
+    cli_env,
+    client_for,
+    describe,
+    error_lines,
+    load_args,
+    message_lines,
+    run_cli,
+    served,
+    start_cli,
+)
+from tests.support.browser import dom_after_load
+
+# Contact names that are markup to rich, a terminal or a log if anything reads them as such.
+MARKUP = "[/]"
+HIDDEN_LINK = "[link=https://evil.example]Click[/link] :warning:"
+CONTROL = "bell\x07 clear\x1b[2J new\nline"
+HOSTILE_NAMES = (MARKUP, HIDDEN_LINK, CONTROL)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclasses.dataclass
+class Loaded:
+    running: RunningSandbox
+    warehouse: Path
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
+    """A sandbox whose contacts carry hostile names, loaded into a warehouse by the CLI."""
+    config = SandboxConfig(seed=18, shipments=40, start_ms=START_MS, limits_enabled=False)
+    with RunningSandbox(config) as running, client_for(running) as api:
+        for number, name in enumerate(HOSTILE_NAMES):
+            made = api.post(
+                "/contacts", json={"email": f"hostile{number}@example.com", "name": name}
+            )
+            assert made.status_code == 201, made.text
+        folder = tmp_path_factory.mktemp("hostile")
+        warehouse = folder / "signing.duckdb"
+        result = run_cli(load_args(warehouse), cwd=folder, env=cli_env(running))
+        assert result.returncode == 0, describe(result)
+        yield Loaded(running, warehouse, folder)
+
+
+def sql(loaded: Loaded, query: str, *options: str) -> tuple[int, str, str]:
+    result = run_cli(
+        ["sql", "--duckdb", str(loaded.warehouse), *options, query],
+        cwd=loaded.folder,
+        env=cli_env(None),
+    )
+    return result.returncode, result.stdout, result.stderr
+
+
+# ---------------------------------------------------------------------- sql
+
+
+def hostile_queries(folder: Path) -> dict[str, str]:
+    warehouse = folder / "signing.duckdb"
+    return {
+        "overwrite the warehouse": f"copy (select 'x' as x) to '{warehouse}' (format csv)",
+        "write a file": f"copy (select 1 as x) to '{folder / 'out.csv'}' (format csv)",
+        "attach another database": f"attach '{folder / 'other.duckdb'}' as other (read_only false)",
+        "read a local file": "select * from read_csv('/etc/passwd')",
+        "list local files": "select * from glob('/etc/*')",
+        "two statements": "select 1; select 2",
+        "turn access back on": "set enable_external_access = true",
+        "create a table": "create table raw.planted as select 1 as x",
+        "delete rows": "delete from raw.contacts",
+        "install an extension": "install httpfs",
+        "not sql": "this is not sql",
+    }
+
+
+def test_sql_refuses_anything_but_one_reading_statement_and_the_warehouse_stays_as_it_was(
+    loaded: Loaded,
+) -> None:
+    other = loaded.folder / "other.duckdb"
+    duckdb.connect(str(other)).close()
+    before, other_before = digest(loaded.warehouse), digest(other)
+    for what, query in hostile_queries(loaded.folder).items():
+        code, stdout, stderr = sql(loaded, query)
+        assert code == 1, (what, stdout, stderr)
+        assert len(message_lines(stderr)) == 1, (what, stderr)
+        assert "Traceback" not in stderr, what
+        assert digest(loaded.warehouse) == before, what
+        assert digest(other) == other_before, what
+        assert not (loaded.folder / "out.csv").exists(), what
+    code, stdout, stderr = sql(
+        loaded, "select count(*) as contacts from raw.contacts", "--format", "json"
+    )
+    assert code == 0, stderr
+    assert json.loads(stdout)["contacts"] == len(loaded.running.store.contacts.by_id)
+
+
+def test_sql_shows_markup_and_control_characters_from_the_data_as_text(loaded: Loaded) -> None:
+    query = "select name from raw.contacts where email like 'hostile%' order by email"
+    code, stdout, stderr = sql(loaded, query)
+
+    assert code == 0, stderr
+    assert MARKUP in stdout
+    assert "[link=https://evil.example]Click[/link] :warning:" in stdout
+    assert "⚠" not in stdout
+    for raw, shown in (("\x1b", "\\x1b[2J"), ("\x07", "\\x07"), ("\n", "new\\nline")):
+        assert raw not in stdout.replace("\n", "") or raw == "\n"
+        assert shown in stdout
+    as_csv = sql(loaded, query, "--format", "csv")[1]
+    assert all(name.replace("\n", "") in as_csv.replace("\n", "") for name in HOSTILE_NAMES)
+
+
+def test_status_reads_a_warehouse_whose_data_holds_markup(loaded: Loaded) -> None:
+    shown = run_cli(
+        ["status", "--duckdb", str(loaded.warehouse)], cwd=loaded.folder, env=cli_env(None)
+    )
+    assert shown.returncode == 0, describe(shown)
+    assert "Traceback" not in shown.stderr
+
+
+# ---------------------------------------------------------------------- names and logs
+
+
+def test_configured_workspace_names_with_markup_and_dots_load_and_print_as_written(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=20, limits_enabled=False)
+    (tmp_path / ".dlt").mkdir()
+    (tmp_path / ".dlt" / "secrets.toml").write_text(
+        f'[sources.signing]\nbase_url = "{running.base_url}"\n'
+        f'[sources.signing.workspaces."{MARKUP}"]\napi_key = "{running.api_key}"\n'
+        f'[sources.signing.workspaces."eu.sales"]\napi_key = "{running.api_key}"\n'
+    )
+    env = {**cli_env(None), **{f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in FAST.items()}}
+
+    result = run_cli(load_args(tmp_path / "signing.duckdb"), cwd=tmp_path, env=env)
+
+    assert result.returncode == 0, describe(result)
+    assert f"Workspaces: {MARKUP} completed, eu.sales completed" in result.stderr, describe(result)
+    assert "Traceback" not in result.stderr
+    shown = run_cli(["load", "--help"], cwd=tmp_path, env=env)
+    assert "([sources.signing.workspaces.<name>])" in " ".join(shown.stdout.split())
+
+
+# ---------------------------------------------------------------------- paths
+
+
+def test_a_load_through_a_symbolic_link_is_refused_while_a_load_on_the_file_runs(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=150, limits_enabled=False)
+    real = tmp_path / "data" / "signing.duckdb"
+    real.parent.mkdir()
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(real)
+    slow = cli_env(running, requests_per_second=20, burst=2)
+    first = start_cli(load_args(real), cwd=tmp_path, env=slow)
+    try:
+        deadline = time.monotonic() + 60
+        while served(running) < 20 and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert first.poll() is None, "the first load ended before the second started"
+        second = run_cli(load_args(link), cwd=tmp_path, env=cli_env(running))
+    finally:
+        _, stderr = first.communicate(timeout=300)
+
+    assert second.returncode == 1, describe(second)
+    (line,) = error_lines(second.stderr)
+    assert "another load is running" in line
+    assert str(real) in line
+    assert first.returncode == 0, stderr
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "device", "folder", "quote in the name"])
+def test_a_path_that_is_no_warehouse_file_is_refused_in_one_line_before_anything_is_written(
+    make_sandbox: SandboxFactory, tmp_path: Path, kind: str
+) -> None:
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    if kind == "dangling link":
+        path = tmp_path / "gone.duckdb"
+        path.symlink_to(tmp_path / "nowhere" / "signing.duckdb")
+    elif kind == "device":
+        path = Path(os.devnull)
+    elif kind == "folder":
+        path = tmp_path / "folder.duckdb"
+        path.mkdir()
+    else:
+        path = tmp_path / "it's.duckdb"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = run_cli(load_args(path), cwd=tmp_path, env=cli_env(running))
+
+    assert result.returncode == 1, describe(result)
+    assert len(message_lines(result.stderr)) == 1, describe(result)
+    assert "Traceback" not in result.stderr
+    assert served(running) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert not Path(os.devnull).with_name(f".{Path(os.devnull).name}.lock").exists()
+
+
+# ---------------------------------------------------------------------- the report
+
+
+class Elements(HTMLParser):
+    """The elements, attributes, title and text of a page, as an HTML parser reads them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attributes: dict[str, list[str]] = {}
+        self.text = ""
+        self.title = ""
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self._in_title = tag == "title"
+        for name, value in attrs:
+            self.attributes.setdefault(name, []).append(value or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_title = False
+
+    def handle_data(self, data: str) -> None:
+        self.text += data
+        if self._in_title:
+            self.title += data
+
+
+SCRIPTED_NAME = (
+    "<img src=x onerror=\"document.title='pwned'\"> **bold** `tick` "
+    "<script>document.title='scripted'</script> [link](javascript:alert(1))"
+)
+
+
+def test_a_workspace_name_with_html_stays_text_in_the_report(tmp_path: Path) -> None:
+    """A workspace's name is set by any admin of that workspace and reaches the report's page;
+    opened in a browser, it is shown as the text it is and runs nothing."""
+    configs = SandboxConfig(seed=21, shipments=60, start_ms=START_MS, limits_enabled=False)
+    with RunningSandbox(*configs.workspaces(2)) as running:
+        for store in running.stores:
+            store.workspace = dataclasses.replace(store.workspace, name=SCRIPTED_NAME)
+        warehouse = tmp_path / "signing.duckdb"
+        for key in running.api_keys:
+            loaded = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running, key=key))
+            assert loaded.returncode == 0, describe(loaded)
+    assert build_models(warehouse).success
+    page = write_report(warehouse, tmp_path / "reports")
+
+    for document in (page.read_text(encoding="utf-8"), dom_after_load(page)):
+        elements = Elements()
+        elements.feed(document)
+        assert "script" not in elements.tags
+        assert [src for src in elements.attributes.get("src", []) if src == "x"] == []
+        assert not [name for name in elements.attributes if name.startswith("on")]
+        links = elements.attributes.get("href", [])
+        assert not [h for h in links if h.strip().lower().startswith("javascript:")]
+        assert elements.title not in ("pwned", "scripted")
+        assert "<img src=x onerror=" in elements.text  # the name is there, as text
