@@ -17,7 +17,7 @@ from dlt.sources import DltResource
 
 from . import settings
 from .children import fetch_for_each
-from .client import SigningClient
+from .client import SigningClient, item_path
 from .columns import column_hints
 from .context import SyncContext, check_service
 from .control import RunControl
@@ -28,10 +28,12 @@ from .errors import (
     Interrupted,
     KeyRefused,
     RequestBudgetExhausted,
+    ResponseTooLarge,
     RetryAfterTooLong,
     RunStopped,
     ServiceUnreachable,
     SigningAPIError,
+    UnexpectedAnswer,
 )
 from .incremental import (
     ResourceSyncStatus,
@@ -67,12 +69,14 @@ __all__ = [
     "KeyRefused",
     "RequestBudgetExhausted",
     "ResourceSyncStatus",
+    "ResponseTooLarge",
     "RetryAfterTooLong",
     "RunControl",
     "RunStats",
     "RunStopped",
     "ServiceUnreachable",
     "SigningAPIError",
+    "UnexpectedAnswer",
     "describe_sync",
     "incomplete_shipments",
     "parse_iso",
@@ -94,6 +98,8 @@ def signing_source(
     burst: int = settings.BURST,
     give_up_after_seconds: float = settings.GIVE_UP_AFTER_SECONDS,
     max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS,
+    request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS,
+    max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
     control: Any = None,
 ) -> Sequence[DltResource]:
     """The signing API as dlt resources. Asks `/me` at once, so a wrong key or URL fails
@@ -110,12 +116,19 @@ def signing_source(
         requests_per_second: the pacer's ceiling before the service's headers say more; the
             reference states 10/s per key.
         burst: requests the pacer may send at once before settling to the rate.
-        give_up_after_seconds: failures in a row after which the service is given up on.
-        max_retry_after_seconds: a longer `Retry-After` stops the run instead of waiting.
+        give_up_after_seconds: seconds of failures in a row (from the sending of the first
+            failed request, 5xx answers included) after which the service is given up on.
+        max_retry_after_seconds: a longer `Retry-After` (or `X-RateLimit-Reset` with nothing
+            left) stops the run instead of waiting.
+        request_deadline_seconds: the longest one request may take, answer included; a
+            request past it is retried like a time-out.
+        max_response_bytes: the largest answer read, decompressed; a larger one stops the
+            run (exit 1) and is not retried.
         control: a `RunControl` to stop the run from outside and read its counters.
     """
+    _check_settings(request_deadline_seconds, max_response_bytes)
     run = control if isinstance(control, RunControl) else RunControl()
-    pacer = Pacer(requests_per_second, burst, control=run)
+    pacer = Pacer(requests_per_second, burst, control=run, max_wait=max_retry_after_seconds)
     client = SigningClient(
         base_url,
         api_key,
@@ -124,11 +137,13 @@ def signing_source(
         max_requests=max_requests,
         give_up_after_seconds=give_up_after_seconds,
         max_retry_after_seconds=max_retry_after_seconds,
+        request_deadline_seconds=request_deadline_seconds,
+        max_response_bytes=max_response_bytes,
         connections=concurrency + 2,
     )
     context = SyncContext(client, since, lag_seconds, page_size, concurrency)
+    run.on_finish(context.close)  # also when /me fails: the run's finish releases the client
     run.workspace_id = check_service(context)
-    run.on_finish(context.close)
     changes = shipment_changes(context)
     return (
         workspaces(context),
@@ -140,6 +155,14 @@ def signing_source(
         contacts(context),
         webhooks(context),
     )
+
+
+def _check_settings(deadline: float, max_bytes: int) -> None:
+    """One line for a setting out of range, before any request."""
+    if deadline <= 0:
+        raise SigningAPIError(f"request_deadline_seconds must be above 0, not {deadline}")
+    if max_bytes < 1:
+        raise SigningAPIError(f"max_response_bytes must be 1 or more, not {max_bytes}")
 
 
 def _columns(table: str, **extra: dict[str, Any]) -> Any:
@@ -179,8 +202,8 @@ def workspaces(context: SyncContext) -> Iterator[list[Record]]:
 
 
 def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
-    body, _ = context.client.get(f"/documents/{document_id}")
-    return context.stamp([shape_document(body["data"], context.workspace_id)])
+    document, _, _ = context.client.get_data(item_path("documents", document_id), shape="record")
+    return context.stamp([shape_document(document, context.workspace_id)])
 
 
 @dlt.resource(
@@ -257,16 +280,17 @@ def _children_of(
 
 
 def _events_of(context: SyncContext, shipment_id: str) -> list[Record]:
-    path = f"/shipments/{shipment_id}/events"
-    body, _ = context.client.get(path, {"limit": settings.EVENTS_LIMIT})
-    events = list(body["data"])
+    path = item_path("shipments", shipment_id, "events")
+    events, _, _ = context.client.get_data(path, {"limit": settings.EVENTS_LIMIT})
     if len(events) >= settings.EVENTS_LIMIT:
         context.client.stats.count_truncated_trail()
     return context.stamp(audit_event_rows(shipment_id, events, context.workspace_id))
 
 
 def _fields_of(context: SyncContext, shipment_id: str) -> list[Record]:
-    body, _ = context.client.get(f"/shipments/{shipment_id}/fields")
+    _, body, _ = context.client.get_data(
+        item_path("shipments", shipment_id, "fields"), shape="entries"
+    )
     return context.stamp(field_rows(body, context.workspace_id))
 
 
@@ -324,7 +348,7 @@ def webhooks(context: SyncContext) -> Iterator[list[Record]]:
     without the scope they need is warned about and the rest loads."""
     state = dlt.current.resource_state()
     try:
-        body, _ = context.client.get("/webhooks")
+        hooks, _, _ = context.client.get_data("/webhooks")
     except Forbidden as refused:
         scope = settings.SKIPPABLE_ON_403["/webhooks"]
         context.client.stats.warn(
@@ -335,7 +359,7 @@ def webhooks(context: SyncContext) -> Iterator[list[Record]]:
         return
     ws = context.workspace_id
     loaded: dict[str, str] = state.setdefault("fingerprints", {})
-    current = webhook_rows(list(body.get("data") or []), ws)
+    current = webhook_rows(hooks, ws)
     changed = [row for i, row in current.items() if loaded.get(i) != fingerprint(row)]
     gone = [{"id": i, "workspace_id": ws, "deleted": True} for i in loaded if i not in current]
     state["fingerprints"] = {i: fingerprint(row) for i, row in current.items()}

@@ -83,9 +83,14 @@ def check_service(context: SyncContext) -> str:
             "(e.g. https://host/api/v1); check SOURCES__SIGNING__BASE_URL"
         ) from None
     workspace = me.get("workspace") if isinstance(me, dict) else None
-    if not isinstance(workspace, dict) or not workspace.get("id"):
+    workspace_id = workspace.get("id") if isinstance(workspace, dict) else None
+    if (
+        not isinstance(workspace_id, str | int)
+        or isinstance(workspace_id, bool)
+        or not workspace_id
+    ):
         raise SigningAPIError(
             f"{base}/me did not answer like the signing API (no workspace in its answer); "
             "check SOURCES__SIGNING__BASE_URL"
         )
-    return str(workspace["id"])
+    return str(workspace_id)

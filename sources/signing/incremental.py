@@ -208,11 +208,11 @@ class _Pass:
         }
         if self.current.since:
             params["updated_since"] = self.current.since
-        body, answered_at = self.context.client.get(self.path, params)
+        data, body, answered_at = self.context.client.get_data(self.path, params)
         self.requests += 1
         if self.current.started is None:
             self.current.started = answered_at
-        return ListPage(list(body["data"]), int(body["total"]))
+        return ListPage(list(data), int(body["total"]))
 
     def remembered(self) -> dict[str, str]:
         """The fingerprints the next run needs: of the records it may return again."""

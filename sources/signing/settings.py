@@ -23,11 +23,20 @@ CURSOR_LAG_SECONDS = 30.0
 # many; the run's cursor stays at the last one's start, so a busier list is finished next run.
 MAX_CATCH_UP_PASSES = 3
 
+# Each socket operation (connect, each read) waits at most this long ...
 REQUEST_TIMEOUT_SECONDS = 30.0
+# ... and a whole request, from sending to the last byte of its answer, at most this long: a
+# server that drips one byte every 29 s gets no further. A request past it is a failure that
+# may pass (retried, and counted toward `GIVE_UP_AFTER_SECONDS`).
+REQUEST_DEADLINE_SECONDS = 120.0
+# Largest answer, decompressed, that is read (the largest page of 200 records is well under
+# 1 MiB). A larger one stops the run at once, not retried: it would come back the same.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 # Attempts per request on time-outs, connection errors, 5xx and truncated bodies.
 MAX_ATTEMPTS = 8
-# A service that fails every request for this long in a row (across all threads) is given up
-# on: the run stops, keeping what it fetched, and exits 1 naming the host.
+# A service that fails every request for this long in a row (across all threads; from the
+# sending of the first failed one, 5xx answers included) is given up on: the run stops,
+# keeping what it fetched, and exits 1 naming the host. No back-off sleeps past it.
 GIVE_UP_AFTER_SECONDS = 120.0
 # A 429 whose Retry-After asks for longer stops the run (exit 75) instead of waiting.
 MAX_RETRY_AFTER_SECONDS = 300.0
