@@ -194,16 +194,17 @@ def _counted(
 def workspaces(context: SyncContext) -> Iterator[list[Record]]:
     """The workspace the key belongs to (GET /me), one row, loaded when it changed."""
     state = dlt.current.resource_state()
-    row = workspace_row(context.me())
+    row = workspace_row(context.me(), context.guard)
     digest = fingerprint(row)
     if state.get("fingerprint") != digest:
-        yield context.counted("workspaces", context.stamp([row]))
+        yield context.counted("workspaces", context.stamp([row], "workspaces"))
         state["fingerprint"] = digest
 
 
 def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
     document, _, _ = context.client.get_data(item_path("documents", document_id), shape="record")
-    return context.stamp([shape_document(document, context.workspace_id)])
+    row = shape_document(document, context.workspace_id, context.guard)
+    return context.stamp([row], "documents")
 
 
 @dlt.resource(
@@ -258,8 +259,9 @@ def shipment_changes(context: SyncContext) -> Iterator[dict[str, Any]]:
 def shipments(item: dict[str, Any], context: SyncContext) -> Iterator[list[Record]]:
     """Shipments with their recipients (archived included)."""
     if item["shipments"]:
-        ws = context.workspace_id
-        yield context.counted("shipments", [shape_shipment(s, ws) for s in item["shipments"]])
+        ws, guard = context.workspace_id, context.guard
+        rows = [shape_shipment(s, ws, guard) for s in item["shipments"]]
+        yield context.counted("shipments", rows)
 
 
 def _children_of(
@@ -284,14 +286,16 @@ def _events_of(context: SyncContext, shipment_id: str) -> list[Record]:
     events, _, _ = context.client.get_data(path, {"limit": settings.EVENTS_LIMIT})
     if len(events) >= settings.EVENTS_LIMIT:
         context.client.stats.count_truncated_trail()
-    return context.stamp(audit_event_rows(shipment_id, events, context.workspace_id))
+    rows = audit_event_rows(shipment_id, events, context.workspace_id, context.guard)
+    return context.stamp(rows, "audit_events")
 
 
 def _fields_of(context: SyncContext, shipment_id: str) -> list[Record]:
     _, body, _ = context.client.get_data(
         item_path("shipments", shipment_id, "fields"), shape="entries"
     )
-    return context.stamp(field_rows(body, context.workspace_id))
+    rows = field_rows(shipment_id, body, context.workspace_id, context.guard)
+    return context.stamp(rows, "shipment_fields")
 
 
 @dlt.transformer(
@@ -328,8 +332,8 @@ def contacts(context: SyncContext) -> Iterator[list[Record]]:
     state = dlt.current.resource_state()
     try:
         for page in incremental_pass(context, "contacts", state):
-            ws = context.workspace_id
-            yield context.counted("contacts", [shape_contact(c, ws) for c in page])
+            ws, guard = context.workspace_id, context.guard
+            yield context.counted("contacts", [shape_contact(c, ws, guard) for c in page])
     except RunStopped:
         return
 
@@ -359,9 +363,9 @@ def webhooks(context: SyncContext) -> Iterator[list[Record]]:
         return
     ws = context.workspace_id
     loaded: dict[str, str] = state.setdefault("fingerprints", {})
-    current = webhook_rows(hooks, ws)
+    current = webhook_rows(hooks, ws, context.guard)
     changed = [row for i, row in current.items() if loaded.get(i) != fingerprint(row)]
     gone = [{"id": i, "workspace_id": ws, "deleted": True} for i in loaded if i not in current]
     state["fingerprints"] = {i: fingerprint(row) for i, row in current.items()}
     if changed or gone:
-        yield context.counted("webhooks", context.stamp(changed + gone))
+        yield context.counted("webhooks", context.stamp(changed + gone, "webhooks"))

@@ -172,7 +172,7 @@ class _Pass:
                 changed = self._changed(fresh)
                 changed_in_pass += len(changed)
                 if changed:
-                    yield self.context.stamp(changed)
+                    yield self.context.stamp(changed, self.name)
             current.first_started = current.first_started or current.started
             if current.since is not None and parse_iso(current.since) == self.cursor():
                 self.covered = True
