@@ -100,6 +100,7 @@ def signing_source(
     max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS,
     request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS,
     max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
+    max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS,
     control: Any = None,
 ) -> Sequence[DltResource]:
     """The signing API as dlt resources. Asks `/me` at once, so a wrong key or URL fails
@@ -111,7 +112,7 @@ def signing_source(
         since: ISO time the first run starts from instead of the whole history.
         max_requests: stop cleanly after this many requests; the next run continues.
         lag_seconds: how far before each pass's start the next pass begins.
-        page_size: list page size (1..200).
+        page_size: list page size (5..200: pages overlap by 4 records).
         concurrency: child requests in flight at once (all through one pacer).
         requests_per_second: the pacer's ceiling before the service's headers say more; the
             reference states 10/s per key.
@@ -124,9 +125,14 @@ def signing_source(
             request past it is retried like a time-out.
         max_response_bytes: the largest answer read, decompressed; a larger one stops the
             run (exit 1) and is not retried.
+        max_pages_without_new_records: list pages in a row that bring no record not read
+            before, after which a pass gives up on a list that makes no sense (the cursor
+            stays for the next run, and a warning says what the service did).
         control: a `RunControl` to stop the run from outside and read its counters.
     """
-    _check_settings(request_deadline_seconds, max_response_bytes)
+    _check_settings(
+        page_size, request_deadline_seconds, max_response_bytes, max_pages_without_new_records
+    )
     run = control if isinstance(control, RunControl) else RunControl()
     pacer = Pacer(requests_per_second, burst, control=run, max_wait=max_retry_after_seconds)
     client = SigningClient(
@@ -141,7 +147,9 @@ def signing_source(
         max_response_bytes=max_response_bytes,
         connections=concurrency + 2,
     )
-    context = SyncContext(client, since, lag_seconds, page_size, concurrency)
+    context = SyncContext(
+        client, since, lag_seconds, page_size, concurrency, max_pages_without_new_records
+    )
     run.on_finish(context.close)  # also when /me fails: the run's finish releases the client
     run.workspace_id = check_service(context)
     changes = shipment_changes(context)
@@ -157,12 +165,24 @@ def signing_source(
     )
 
 
-def _check_settings(deadline: float, max_bytes: int) -> None:
+def _check_settings(
+    page_size: int, deadline: float, max_bytes: int, max_pages_without_new: int
+) -> None:
     """One line for a setting out of range, before any request."""
+    smallest = settings.PAGE_OVERLAP + 1
+    if not smallest <= page_size <= settings.MAX_PAGE_SIZE:
+        raise SigningAPIError(
+            f"page_size must be {smallest}..{settings.MAX_PAGE_SIZE} (pages overlap by "
+            f"{settings.PAGE_OVERLAP} records), not {page_size}"
+        )
     if deadline <= 0:
         raise SigningAPIError(f"request_deadline_seconds must be above 0, not {deadline}")
     if max_bytes < 1:
         raise SigningAPIError(f"max_response_bytes must be 1 or more, not {max_bytes}")
+    if max_pages_without_new < 1:
+        raise SigningAPIError(
+            f"max_pages_without_new_records must be 1 or more, not {max_pages_without_new}"
+        )
 
 
 def _columns(table: str, **extra: dict[str, Any]) -> Any:
@@ -291,9 +311,8 @@ def _events_of(context: SyncContext, shipment_id: str) -> list[Record]:
 
 
 def _fields_of(context: SyncContext, shipment_id: str) -> list[Record]:
-    _, body, _ = context.client.get_data(
-        item_path("shipments", shipment_id, "fields"), shape="entries"
-    )
+    path = item_path("shipments", shipment_id, "fields")
+    _, body, _ = context.client.get_data(path, shape="entries")
     rows = field_rows(shipment_id, body, context.workspace_id, context.guard)
     return context.stamp(rows, "shipment_fields")
 

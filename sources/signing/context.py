@@ -25,6 +25,7 @@ class SyncContext:
     lag_seconds: float = settings.CURSOR_LAG_SECONDS
     page_size: int = settings.PAGE_SIZE
     concurrency: int = settings.CHILD_CONCURRENCY
+    max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS
     guard: FieldGuard = field(init=False)
     _me: dict[str, Any] | None = None
     _pool: ThreadPoolExecutor | None = None

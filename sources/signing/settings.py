@@ -2,11 +2,17 @@
 
 # Largest page the API allows on lists (reference: limit 1..200); fewer pages, fewer requests.
 PAGE_SIZE = 200
+MAX_PAGE_SIZE = 200
 # Largest audit trail page (reference: limit up to 500, newest first).
 EVENTS_LIMIT = 500
 # Records shared by two consecutive pages; they anchor the next page so that a list that
 # shifts while it is read is noticed instead of silently skipping a record.
 PAGE_OVERLAP = 4
+# Pages in a row that bring no record the pass has not read (a step back is one) before the
+# pass gives up on a list: an honest list needs one or two after a shift; a service that lies
+# about its `total` or ignores `offset` would otherwise be paged forever. A pass that gives up
+# keeps what it read, warns, and leaves the cursor where it was.
+MAX_PAGES_WITHOUT_NEW_RECORDS = 20
 
 # The reference's stated per-key rate: 10 requests per second with a burst of 40. The pacer
 # starts here and then obeys the X-RateLimit-* headers of every response.
