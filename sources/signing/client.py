@@ -298,6 +298,8 @@ class SigningClient:
             ):
                 content = read_body(response, self.max_response_bytes)
             body = orjson.loads(content) if content else None
+            if _deeper_than(body, settings.MAX_JSON_DEPTH):
+                raise _TooDeep
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as error:
             # Time-outs, refused or dropped connections, bodies cut short of their length,
             # answers that did not come whole within the deadline.
@@ -318,6 +320,14 @@ class SigningClient:
                 ResponseTooLarge(
                     f"GET {shown} answered {error} (decompressed), more than "
                     f"max_response_bytes allows; nothing larger is read"
+                )
+            ) from None
+        except _TooDeep:
+            self._failed(ticket, sent_at)
+            raise self.control.stop(
+                UnexpectedAnswer(
+                    f"GET {shown} answered JSON nested deeper than "
+                    f"{settings.MAX_JSON_DEPTH} levels, which no record of the API is"
                 )
             ) from None
         except UnaskedEncoding as error:
@@ -438,6 +448,23 @@ def _endpoint_name(path: str) -> str:
     """`/shipments/shp_1/events` -> `/shipments/{id}/events`, for per-endpoint counts."""
     parts = path.strip("/").split("/")
     return "/" + "/".join(p if i % 2 == 0 else "{id}" for i, p in enumerate(parts))
+
+
+class _TooDeep(Exception):
+    """A JSON body nested deeper than `settings.MAX_JSON_DEPTH`."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists or objects more than `limit` levels deep (a walk without
+    recursion, so a body nested a thousand deep costs no stack)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def _fits(item: Any, shape: DataShape) -> bool:

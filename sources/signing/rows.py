@@ -28,12 +28,20 @@ from .paging import Record
 _NAMING = NamingConvention()
 # Field warnings said in one run before the rest only count (a service could send thousands).
 MAX_FIELD_WARNINGS = 50
+# Objects nested deeper than this are not flattened into columns (dlt keeps them as JSON at
+# `max_table_nesting=1`), so no name inside them can become a column: they pass as they are,
+# and an object nested a thousand deep costs no recursion here.
+MAX_DEPTH = 3
 
 
 @lru_cache(maxsize=4096)
 def column_name(field: str) -> str:
-    """The column dlt's default naming (snake_case) makes of an API field name."""
-    return _NAMING.normalize_identifier(field) if field.strip() else field
+    """The column dlt's default naming (snake_case) makes of an API field name (an empty or
+    blank name is `_empty` to dlt)."""
+    try:
+        return _NAMING.normalize_identifier(field)
+    except ValueError:
+        return "_empty"
 
 
 class FieldGuard:
@@ -53,10 +61,13 @@ class FieldGuard:
         *,
         verbatim: Collection[str] = (),
         keep: Collection[str] = (),
+        depth: int = 0,
     ) -> Record:
         """`record` as a row of `table`: without the warehouse's own fields, with `sets` (the
         columns the source sets) on top. Fields named in `verbatim` are passed on as they are
         (the caller shapes them); `keep` names fields the source itself put there."""
+        if depth > MAX_DEPTH:
+            return record
         sets = sets or {}
         row: Record = {}
         for field, value in record.items():
@@ -70,11 +81,14 @@ class FieldGuard:
                     self.dropped(table, field, f"the source sets `{name}` itself")
             elif field in verbatim:
                 row[field] = value
-            elif isinstance(value, dict):
-                row[field] = self.clean(table, value)  # flattened into `field__*` columns
+            elif isinstance(value, dict):  # flattened into `field__*` columns
+                row[field] = self.clean(table, value, depth=depth + 1)
             elif isinstance(value, list):
                 nested = f"{table}__{name}"
-                row[field] = [self.clean(nested, v) if isinstance(v, dict) else v for v in value]
+                row[field] = [
+                    self.clean(nested, v, depth=depth + 1) if isinstance(v, dict) else v
+                    for v in value
+                ]
             else:
                 row[field] = value
         row.update(sets)

@@ -38,6 +38,9 @@ REQUEST_DEADLINE_SECONDS = 120.0
 # Largest answer, decompressed, that is read (the largest page of 200 records is well under
 # 1 MiB). A larger one stops the run at once, not retried: it would come back the same.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Deepest nesting of an answer's JSON: records are hashed and loaded with orjson, which writes
+# at most 255 levels; the reference's deepest is 4 (a filled-in payment value).
+MAX_JSON_DEPTH = 64
 # Attempts per request on time-outs, connection errors, 5xx and truncated bodies.
 MAX_ATTEMPTS = 8
 # A service that fails every request for this long in a row (across all threads; from the

@@ -294,6 +294,41 @@ def test_a_200_without_data_stops_the_run_naming_the_endpoint(tmp_path: Path) ->
     )
 
 
+def nested(levels: int) -> object:
+    """A value `levels` objects deep, with a forged `_dlt_id` at the bottom."""
+    value: object = {"_dlt_id": "forged"}
+    for _ in range(levels - 1):
+        value = {"deeper": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("levels", "stopped"),
+    [
+        (40, None),  # odd but loadable: kept whole, as JSON
+        (
+            300,
+            "GET /contacts answered JSON nested deeper than 64 levels, which no record of "
+            "the API is",
+        ),
+    ],
+)
+def test_a_record_nested_deeper_than_the_api_ever_does_stops_the_run_in_one_line(
+    tmp_path: Path, levels: int, stopped: str | None
+) -> None:
+    """Records are hashed and loaded through orjson, which writes at most 255 levels (it reads
+    1,024): a deeper record used to fail the extract step with a `TypeError`."""
+    contact = {"id": "con_1", "updated_at": "2026-01-01T00:00:00.000Z", "odd": nested(levels)}
+    workspace = FakeWorkspace("ws_deep", contacts=[contact])
+
+    with StandIn(FakeAPI({KEY: workspace}).app()) as stand_in, source_env(stand_in.base_url, KEY):
+        result = load_incremental(tmp_path / "signing.duckdb", resources=["contacts"], **FAST)
+
+    assert result.stopped == stopped
+    assert result.exit_code == (0 if stopped is None else 1)
+    assert result.rows.get("contacts") == (1 if stopped is None else None)
+
+
 def test_the_services_error_message_reaches_an_exception_as_one_clean_line() -> None:
     """A refusal's message with a newline, ANSI escapes and the key itself: the exception's
     message is one line, its control characters escaped, the key blanked out."""
