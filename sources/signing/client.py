@@ -117,8 +117,14 @@ def checked_base_url(base_url: str) -> httpx.URL:
 
 def item_path(*parts: str) -> str:
     """A path from its segments, each id percent-encoded, so that an id from the service
-    (`../me`, `x?limit=1`) stays one segment of the path it was meant for."""
-    return "/" + "/".join(quote(str(part), safe="") for part in parts)
+    (`../me`, `..`, `x?limit=1`) stays one segment of the path it was meant for."""
+    return "/" + "/".join(_segment(str(part)) for part in parts)
+
+
+def _segment(part: str) -> str:
+    """One path segment; `.` and `..` too, which URLs otherwise resolve away."""
+    quoted = quote(part, safe="")
+    return quoted.replace(".", "%2E") if part in (".", "..") else quoted
 
 
 class SigningClient:

@@ -346,8 +346,8 @@ def test_the_services_error_message_reaches_an_exception_as_one_clean_line() -> 
 
 
 def test_a_long_error_message_is_cut_and_ids_stay_one_path_segment() -> None:
-    """An id from the service cannot steer a request elsewhere (`../me`), and a message of
-    10,000 characters is cut to one short line."""
+    """An id from the service cannot steer a request elsewhere (`../me`, `..`), and a message
+    of 10,000 characters is cut to one short line."""
     seen: list[str] = []
 
     async def not_found(request: Request) -> Response:
@@ -360,10 +360,12 @@ def test_a_long_error_message_is_cut_and_ids_stay_one_path_segment() -> None:
         try:
             with pytest.raises(NotFound) as missing:
                 client.get(item_path("shipments", "../me", "events"))
+            with pytest.raises(NotFound):
+                client.get(item_path("shipments", "..", "events"))
         finally:
             client.close()
 
-    assert seen == ["/v1/shipments/..%2Fme/events"]
+    assert seen == ["/v1/shipments/..%2Fme/events", "/v1/shipments/%2E%2E/events"]
     assert len(str(missing.value)) < 220, str(missing.value)
     assert str(missing.value).endswith("x…")
 
