@@ -324,8 +324,8 @@ class SigningClient:
             self._failed(ticket, sent_at)
             raise self.control.stop(
                 ResponseTooLarge(
-                    f"GET {shown} answered {error} (decompressed), more than "
-                    f"max_response_bytes allows; nothing larger is read"
+                    f"GET {shown} answered more than max_response_bytes ({error.limit:,} "
+                    f"bytes, decompressed); nothing more was read"
                 )
             ) from None
         except _TooDeep:

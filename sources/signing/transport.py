@@ -34,7 +34,7 @@ class BodyTooLarge(Exception):
     """The body passed `limit` bytes (decompressed, or as sent)."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"more than {limit:,} bytes")
+        super().__init__(f"more than {limit:,} bytes")  # the client words it for the user
         self.limit = limit
 
 
