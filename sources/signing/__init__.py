@@ -17,7 +17,7 @@ from dlt.sources import DltResource
 
 from . import settings
 from .children import fetch_for_each
-from .client import SigningClient, item_path
+from .client import SigningClient, checked_base_url, item_path
 from .columns import column_hints
 from .context import SyncContext, check_service
 from .control import RunControl
@@ -77,6 +77,7 @@ __all__ = [
     "ServiceUnreachable",
     "SigningAPIError",
     "UnexpectedAnswer",
+    "checked_base_url",
     "describe_sync",
     "incomplete_shipments",
     "parse_iso",
