@@ -122,7 +122,10 @@ class Pacer:
         else:
             self._server_left = min(self._server_left, estimate)
         reset = _int_header(headers, "x-ratelimit-reset") or 0
-        if remaining <= 0 and reset > self.max_wait:
+        # An answer that says its own wait (a 429's Retry-After, the daily scope) is the
+        # client's to judge and name; the pacer only learns its reset.
+        said_its_wait = "retry-after" in headers or headers.get("x-ratelimit-scope") == "daily"
+        if remaining <= 0 and reset > self.max_wait and not said_its_wait:
             # A reset hours (or, from a broken service, centuries) away is not waited out in
             # this run, any more than such a Retry-After.
             self._control.stop(
