@@ -23,6 +23,7 @@ from typing import Any
 import dlt
 
 from pipelines.errors import ConfigError
+from sources.signing import SigningAPIError, checked_base_url
 
 SECTION = ("sources", "signing", "workspaces")
 DEFAULT_NAME = "default"
@@ -34,7 +35,7 @@ class WorkspaceEntry:
     """One configured workspace: its name, its key and the API root to ask."""
 
     name: str
-    base_url: str
+    base_url: str  # checked: no user, password or query string, so it may be shown
     api_key: str = field(repr=False)  # never printed
 
     def source_settings(self) -> dict[str, Any]:
@@ -95,7 +96,7 @@ def configured_workspaces() -> list[WorkspaceEntry]:
                 "and SOURCES__SIGNING__BASE_URL, or name workspaces in .dlt/secrets.toml "
                 "([sources.signing.workspaces.<name>] api_key, base_url)"
             )
-        return [WorkspaceEntry(DEFAULT_NAME, default_url, key)]
+        return [WorkspaceEntry(DEFAULT_NAME, _checked(default_url, DEFAULT_NAME), key)]
     entries = []
     for name, fields in named.items():
         key, url = fields.get("api_key"), fields.get("base_url") or default_url
@@ -106,8 +107,17 @@ def configured_workspaces() -> list[WorkspaceEntry]:
                 f"workspace {name!r} has no {what}; set it in .dlt/secrets.toml "
                 f'([{".".join(SECTION)}."{name}"] {what} = ...) or as {variable}'
             )
-        entries.append(WorkspaceEntry(name, url, key))
+        entries.append(WorkspaceEntry(name, _checked(url, name), key))
     return entries
+
+
+def _checked(base_url: str, name: str) -> str:
+    """The base URL, or a one-line ConfigError that never repeats a secret part of it."""
+    try:
+        checked_base_url(base_url)
+    except SigningAPIError as error:
+        raise ConfigError(f"workspace {name!r}: {error}") from None
+    return base_url
 
 
 def choose(entries: Sequence[WorkspaceEntry], names: Iterable[str]) -> list[WorkspaceEntry]:

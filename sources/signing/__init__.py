@@ -17,7 +17,7 @@ from dlt.sources import DltResource
 
 from . import settings
 from .children import fetch_for_each
-from .client import SigningClient
+from .client import SigningClient, checked_base_url, item_path
 from .columns import column_hints
 from .context import SyncContext, check_service
 from .control import RunControl
@@ -28,11 +28,13 @@ from .errors import (
     Interrupted,
     KeyRefused,
     RequestBudgetExhausted,
+    ResponseTooLarge,
     RetryAfterTooLong,
     RunStopped,
     ServiceUnreachable,
     SigningAPIError,
     SourceConfigError,
+    UnexpectedAnswer,
 )
 from .incremental import (
     ResourceSyncStatus,
@@ -74,6 +76,7 @@ __all__ = [
     "KeyRefused",
     "RequestBudgetExhausted",
     "ResourceSyncStatus",
+    "ResponseTooLarge",
     "RetryAfterTooLong",
     "RunControl",
     "RunStats",
@@ -81,6 +84,8 @@ __all__ = [
     "ServiceUnreachable",
     "SigningAPIError",
     "SourceConfigError",
+    "UnexpectedAnswer",
+    "checked_base_url",
     "chosen_resources",
     "describe_sync",
     "incomplete_shipments",
@@ -103,6 +108,9 @@ def signing_source(
     burst: int = settings.BURST,
     give_up_after_seconds: float = settings.GIVE_UP_AFTER_SECONDS,
     max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS,
+    request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS,
+    max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
+    max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS,
     control: Any = None,
 ) -> Sequence[DltResource]:
     """The signing API as dlt resources. Asks `/me` at once, so a wrong key or URL fails
@@ -114,17 +122,29 @@ def signing_source(
         since: ISO time the first run starts from instead of the whole history.
         max_requests: stop cleanly after this many requests; the next run continues.
         lag_seconds: how far before each pass's start the next pass begins.
-        page_size: list page size (1..200).
+        page_size: list page size (5..200: pages overlap by 4 records).
         concurrency: child requests in flight at once (all through one pacer).
         requests_per_second: the pacer's ceiling before the service's headers say more; the
             reference states 10/s per key.
         burst: requests the pacer may send at once before settling to the rate.
-        give_up_after_seconds: failures in a row after which the service is given up on.
-        max_retry_after_seconds: a longer `Retry-After` stops the run instead of waiting.
+        give_up_after_seconds: seconds of failures in a row (from the sending of the first
+            failed request, 5xx answers included) after which the service is given up on.
+        max_retry_after_seconds: a longer `Retry-After` (or `X-RateLimit-Reset` with nothing
+            left) stops the run instead of waiting.
+        request_deadline_seconds: the longest one request may take, answer included; a
+            request past it is retried like a time-out.
+        max_response_bytes: the largest answer read, decompressed; a larger one stops the
+            run (exit 1) and is not retried.
+        max_pages_without_new_records: list pages in a row that bring no record not read
+            before, after which a pass gives up on a list that makes no sense (the cursor
+            stays for the next run, and a warning says what the service did).
         control: a `RunControl` to stop the run from outside and read its counters.
     """
+    _check_settings(
+        page_size, request_deadline_seconds, max_response_bytes, max_pages_without_new_records
+    )
     run = control if isinstance(control, RunControl) else RunControl()
-    pacer = Pacer(requests_per_second, burst, control=run)
+    pacer = Pacer(requests_per_second, burst, control=run, max_wait=max_retry_after_seconds)
     client = SigningClient(
         base_url,
         api_key,
@@ -133,11 +153,15 @@ def signing_source(
         max_requests=max_requests,
         give_up_after_seconds=give_up_after_seconds,
         max_retry_after_seconds=max_retry_after_seconds,
+        request_deadline_seconds=request_deadline_seconds,
+        max_response_bytes=max_response_bytes,
         connections=concurrency + 2,
     )
-    context = SyncContext(client, since, lag_seconds, page_size, concurrency)
+    context = SyncContext(
+        client, since, lag_seconds, page_size, concurrency, max_pages_without_new_records
+    )
+    run.on_finish(context.close)  # also when /me fails: the run's finish releases the client
     run.workspace_id = check_service(context)
-    run.on_finish(context.close)
     changes = shipment_changes(context)
     return (
         workspaces(context),
@@ -149,6 +173,26 @@ def signing_source(
         contacts(context),
         webhooks(context),
     )
+
+
+def _check_settings(
+    page_size: int, deadline: float, max_bytes: int, max_pages_without_new: int
+) -> None:
+    """One line for a setting out of range, before any request."""
+    smallest = settings.PAGE_OVERLAP + 1
+    if not smallest <= page_size <= settings.MAX_PAGE_SIZE:
+        raise SigningAPIError(
+            f"page_size must be {smallest}..{settings.MAX_PAGE_SIZE} (pages overlap by "
+            f"{settings.PAGE_OVERLAP} records), not {page_size}"
+        )
+    if deadline <= 0:
+        raise SigningAPIError(f"request_deadline_seconds must be above 0, not {deadline}")
+    if max_bytes < 1:
+        raise SigningAPIError(f"max_response_bytes must be 1 or more, not {max_bytes}")
+    if max_pages_without_new < 1:
+        raise SigningAPIError(
+            f"max_pages_without_new_records must be 1 or more, not {max_pages_without_new}"
+        )
 
 
 def _columns(table: str, **extra: dict[str, Any]) -> Any:
@@ -180,16 +224,17 @@ def _counted(
 def workspaces(context: SyncContext) -> Iterator[list[Record]]:
     """The workspace the key belongs to (GET /me), one row, loaded when it changed."""
     state = dlt.current.resource_state()
-    row = workspace_row(context.me())
+    row = workspace_row(context.me(), context.guard)
     digest = fingerprint(row)
     if state.get("fingerprint") != digest:
-        yield context.counted("workspaces", context.stamp([row]))
+        yield context.counted("workspaces", context.stamp([row], "workspaces"))
         state["fingerprint"] = digest
 
 
 def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
-    body, _ = context.client.get(f"/documents/{document_id}")
-    return context.stamp([shape_document(body["data"], context.workspace_id)])
+    document, _, _ = context.client.get_data(item_path("documents", document_id), shape="record")
+    row = shape_document(document, context.workspace_id, context.guard)
+    return context.stamp([row], "documents")
 
 
 @dlt.resource(
@@ -244,8 +289,9 @@ def shipment_changes(context: SyncContext) -> Iterator[dict[str, Any]]:
 def shipments(item: dict[str, Any], context: SyncContext) -> Iterator[list[Record]]:
     """Shipments with their recipients (archived included)."""
     if item["shipments"]:
-        ws = context.workspace_id
-        yield context.counted("shipments", [shape_shipment(s, ws) for s in item["shipments"]])
+        ws, guard = context.workspace_id, context.guard
+        rows = [shape_shipment(s, ws, guard) for s in item["shipments"]]
+        yield context.counted("shipments", rows)
 
 
 def _children_of(
@@ -266,17 +312,19 @@ def _children_of(
 
 
 def _events_of(context: SyncContext, shipment_id: str) -> list[Record]:
-    path = f"/shipments/{shipment_id}/events"
-    body, _ = context.client.get(path, {"limit": settings.EVENTS_LIMIT})
-    events = list(body["data"])
+    path = item_path("shipments", shipment_id, "events")
+    events, _, _ = context.client.get_data(path, {"limit": settings.EVENTS_LIMIT})
     if len(events) >= settings.EVENTS_LIMIT:
         context.client.stats.count_truncated_trail()
-    return context.stamp(audit_event_rows(shipment_id, events, context.workspace_id))
+    rows = audit_event_rows(shipment_id, events, context.workspace_id, context.guard)
+    return context.stamp(rows, "audit_events")
 
 
 def _fields_of(context: SyncContext, shipment_id: str) -> list[Record]:
-    body, _ = context.client.get(f"/shipments/{shipment_id}/fields")
-    return context.stamp(field_rows(body, context.workspace_id))
+    path = item_path("shipments", shipment_id, "fields")
+    _, body, _ = context.client.get_data(path, shape="entries")
+    rows = field_rows(shipment_id, body, context.workspace_id, context.guard)
+    return context.stamp(rows, "shipment_fields")
 
 
 @dlt.transformer(
@@ -313,8 +361,8 @@ def contacts(context: SyncContext) -> Iterator[list[Record]]:
     state = dlt.current.resource_state()
     try:
         for page in incremental_pass(context, "contacts", state):
-            ws = context.workspace_id
-            yield context.counted("contacts", [shape_contact(c, ws) for c in page])
+            ws, guard = context.workspace_id, context.guard
+            yield context.counted("contacts", [shape_contact(c, ws, guard) for c in page])
     except RunStopped:
         return
 
@@ -333,7 +381,7 @@ def webhooks(context: SyncContext) -> Iterator[list[Record]]:
     without the scope they need is warned about and the rest loads."""
     state = dlt.current.resource_state()
     try:
-        body, _ = context.client.get("/webhooks")
+        hooks, _, _ = context.client.get_data("/webhooks")
     except Forbidden as refused:
         scope = settings.SKIPPABLE_ON_403["/webhooks"]
         context.client.stats.warn(
@@ -344,9 +392,9 @@ def webhooks(context: SyncContext) -> Iterator[list[Record]]:
         return
     ws = context.workspace_id
     loaded: dict[str, str] = state.setdefault("fingerprints", {})
-    current = webhook_rows(list(body.get("data") or []), ws)
+    current = webhook_rows(hooks, ws, context.guard)
     changed = [row for i, row in current.items() if loaded.get(i) != fingerprint(row)]
     gone = [{"id": i, "workspace_id": ws, "deleted": True} for i in loaded if i not in current]
     state["fingerprints"] = {i: fingerprint(row) for i, row in current.items()}
     if changed or gone:
-        yield context.counted("webhooks", context.stamp(changed + gone))
+        yield context.counted("webhooks", context.stamp(changed + gone, "webhooks"))

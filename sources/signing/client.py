@@ -2,19 +2,27 @@
 retried with jittered back-off (tenacity), 429s waited out, and errors turned into the run's
 exceptions. The API key is only ever put in the `Authorization` header; no message, log line or
 state entry carries it.
+
+Nothing the service sends is trusted: each request has a deadline and each body a size
+(`transport`), a 200 must carry `data`, and the service's words reach a message only through
+`one_line`, with the key blanked out.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
+import orjson
 from tenacity import (
     RetryCallState,
     RetryError,
@@ -34,14 +42,29 @@ from .errors import (
     Forbidden,
     KeyRefused,
     NotFound,
+    ResponseTooLarge,
     RetryAfterTooLong,
     ServiceUnreachable,
     SigningAPIError,
     TransientError,
+    UnexpectedAnswer,
+    one_line,
 )
 from .pacing import Pacer
+from .transport import (
+    ACCEPT_ENCODING,
+    BodyTooLarge,
+    DeadlineTransport,
+    UnaskedEncoding,
+    deadline,
+    proxy_for,
+    read_body,
+)
 
 log = logging.getLogger(__name__)
+
+# What `data` must be in an answer (see `SigningClient.get_data`).
+DataShape = Literal["records", "entries", "record"]
 
 # "Equal jitter": half the exponential step fixed, half random, so a retry never comes at once
 # and threads that failed together do not retry together.
@@ -64,6 +87,46 @@ class _FailingTooLong(stop_base):
         return self._client.failing_for() >= self._client.give_up_after
 
 
+def checked_base_url(base_url: str) -> httpx.URL:
+    """`base_url` as a URL, or a one-line refusal that does not repeat its secret parts: a
+    user name, password or query string there would be logged with the URL, and httpx would
+    send the password as Basic auth instead of the key."""
+    hint = "; the key belongs in SOURCES__SIGNING__API_KEY"
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        raise SigningAPIError(
+            "base_url is not a valid URL; check SOURCES__SIGNING__BASE_URL"
+        ) from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise SigningAPIError(
+            "base_url must be an http(s) URL with a host, like https://host/api/v1; "
+            "check SOURCES__SIGNING__BASE_URL"
+        )
+    shown = one_line(f"{url.scheme}://{url.netloc.decode()}{url.path}")
+    if url.userinfo:
+        raise SigningAPIError(
+            f"base_url must not hold a user name or password (given for {shown}){hint}"
+        )
+    if url.query or url.fragment:
+        raise SigningAPIError(
+            f"base_url must not have a query string or fragment (given for {shown}){hint}"
+        )
+    return url
+
+
+def item_path(*parts: str) -> str:
+    """A path from its segments, each id percent-encoded, so that an id from the service
+    (`../me`, `..`, `x?limit=1`) stays one segment of the path it was meant for."""
+    return "/" + "/".join(_segment(str(part)) for part in parts)
+
+
+def _segment(part: str) -> str:
+    """One path segment; `.` and `..` too, which URLs otherwise resolve away."""
+    quoted = quote(part, safe="")
+    return quoted.replace(".", "%2E") if part in (".", "..") else quoted
+
+
 class SigningClient:
     """GET requests against one workspace, paced and retried; safe to share between threads."""
 
@@ -79,9 +142,12 @@ class SigningClient:
         max_attempts: int = settings.MAX_ATTEMPTS,
         give_up_after_seconds: float = settings.GIVE_UP_AFTER_SECONDS,
         max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS,
+        request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS,
+        max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
         connections: int = settings.CHILD_CONCURRENCY + 2,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        url = checked_base_url(base_url)
         self.control = control or RunControl()
         self.stats = self.control.stats
         self.pacer = pacer or Pacer(control=self.control)
@@ -90,15 +156,27 @@ class SigningClient:
         self._max_attempts = max_attempts
         self.give_up_after = give_up_after_seconds
         self._max_retry_after = max_retry_after_seconds
+        self.request_deadline = request_deadline_seconds
+        self.max_response_bytes = max_response_bytes
         self._sleep = sleep
-        self._failing_since: float | None = None  # when the current run of failures began
-        self.host = httpx.URL(base_url).netloc.decode() or base_url
+        self._api_key = api_key  # only to blank it out of the service's words
+        # The current run of failures: since when (the sending of its first request), and
+        # when the service last answered; shared by every thread.
+        self._failures = threading.Lock()
+        self._failing_since: float | None = None
+        self._answered_at = float("-inf")
+        self.host = url.netloc.decode()
         self.base_url = base_url.rstrip("/")
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         self._http = httpx.Client(
             base_url=self.base_url,
-            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "Accept": "application/json",
+                "Accept-Encoding": ACCEPT_ENCODING,
+            },
             timeout=timeout,
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            transport=DeadlineTransport(limits=limits, proxy=proxy_for(url)),
         )
 
     def close(self) -> None:
@@ -114,7 +192,7 @@ class SigningClient:
         retrying = Retrying(
             retry=retry_if_exception_type(TransientError),
             stop=stop_after_attempt(self._max_attempts) | _FailingTooLong(self),
-            wait=EQUAL_JITTER,
+            wait=self._backoff,
             sleep=self._sleep,
             before_sleep=self._before_retry,
         )
@@ -124,16 +202,71 @@ class SigningClient:
             cause = error.last_attempt.exception()
             raise self.control.stop(
                 ServiceUnreachable(
-                    f"gave up on {self.host} after {error.last_attempt.attempt_number} attempts:"
-                    f" {cause}"
+                    f"gave up on {self.host} after {error.last_attempt.attempt_number} attempts"
+                    f" ({self.failing_for():.0f} s of failures): {cause}"
                 )
             ) from None
         return result
+
+    def get_data(
+        self,
+        path: str,
+        params: Mapping[str, str | int] | None = None,
+        *,
+        shape: DataShape = "records",
+    ) -> tuple[Any, dict[str, Any], datetime]:
+        """`data` of a GET's JSON body, the whole body, and the server's time. `data` must
+        have `shape`: `records` (a list of objects, each with an `id`), `entries` (a list of
+        objects) or `record` (one object with an `id`); an answer without it stops the run
+        with one line that quotes what came instead."""
+        body, answered_at = self.get(path, params)
+        data = body.get("data") if isinstance(body, dict) else None
+        if data is None or not isinstance(body, dict):
+            reason = f"GET {self.clean(path)} answered 200 without `data` ({self._excerpt(body)})"
+            raise self.control.stop(UnexpectedAnswer(reason))
+        if shape == "record":
+            wrong = None if isinstance(data, dict) and _usable_id(data.get("id")) else data
+        elif not isinstance(data, list):
+            wrong = data
+        else:
+            wrong = next((item for item in data if not _fits(item, shape)), None)
+        if wrong is not None:
+            wanted = {
+                "records": "objects with an `id`",
+                "entries": "objects",
+                "record": "an object with an `id`",
+            }[shape]
+            raise self.control.stop(
+                UnexpectedAnswer(
+                    f"GET {self.clean(path)} answered `data` that is not {wanted} "
+                    f"({self._excerpt(wrong)})"
+                )
+            )
+        return data, body, answered_at
 
     def failing_for(self) -> float:
         """Seconds for which every request has failed (0 while the service answers)."""
         since = self._failing_since
         return 0.0 if since is None else time.monotonic() - since
+
+    def clean(self, text: object) -> str:
+        """Words from the service (or about what it sent) as one clean line, the key blanked."""
+        line = one_line(text)
+        return line.replace(self._api_key, "***") if self._api_key else line
+
+    def _excerpt(self, value: Any) -> str:
+        """What a body held, in a few words: its `error` when it has one, else its start."""
+        error = value.get("error") if isinstance(value, dict) else None
+        if isinstance(error, dict) and (error.get("code") or error.get("message")):
+            return self.clean(f"error {error.get('code')}: {error.get('message')}")
+        text = orjson.dumps(value, default=str).decode()
+        return self.clean(text if len(text) <= 80 else text[:79] + "…")
+
+    def _backoff(self, state: RetryCallState) -> float:
+        """The jittered back-off, but never past the moment the service is given up on: then
+        one last attempt decides, instead of a sleep that overshoots the setting."""
+        left = self.give_up_after - self.failing_for()
+        return max(0.0, min(EQUAL_JITTER(state), left))
 
     def _get_until_admitted(
         self, path: str, params: Mapping[str, str | int] | None
@@ -151,43 +284,97 @@ class SigningClient:
                 self._throttled(response, body, throttled, path)
                 continue
             if status >= 500 or status == 408:
-                raise TransientError(f"HTTP {status} on GET {path}")
+                raise TransientError(f"HTTP {status} on GET {self.clean(path)}")
             raise self._refused(status, body, path)
 
     def _send(
         self, path: str, params: Mapping[str, str | int] | None, endpoint: str
     ) -> tuple[httpx.Response, Any]:
-        """One request through the pacer; the pacer learns from whatever comes back."""
+        """One request through the pacer, within its deadline and its body within its size;
+        the pacer learns from whatever comes back."""
         self.control.check()
         ticket = self.pacer.acquire()
         self.stats.request_sent()
+        sent_at = time.monotonic()
+        shown = self.clean(path)
         try:
-            response = self._http.get(path, params=params)
-            body = response.json() if response.content else None
+            with (
+                deadline(self.request_deadline),
+                self._http.stream("GET", path, params=params) as response,
+            ):
+                content = read_body(response, self.max_response_bytes)
+            body = orjson.loads(content) if content else None
+            if _deeper_than(body, settings.MAX_JSON_DEPTH):
+                raise _TooDeep
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as error:
-            # Time-outs, refused or dropped connections, bodies cut short of their length.
-            self._failed(ticket)
-            raise TransientError(f"{_describe(error)} on GET {path}") from error
-        except ValueError as error:  # a body that is not JSON: cut short, or a proxy's page
-            self._failed(ticket)
-            raise TransientError(f"an unreadable body on GET {path}") from error
+            # Time-outs, refused or dropped connections, bodies cut short of their length,
+            # answers that did not come whole within the deadline.
+            self._failed(ticket, sent_at)
+            if time.monotonic() - sent_at >= self.request_deadline:
+                reason = (
+                    f"no whole answer within request_deadline_seconds "
+                    f"({self.request_deadline:,.0f} s) on GET {shown}"
+                )
+                raise TransientError(reason) from None
+            raise TransientError(f"{self.clean(_describe(error))} on GET {shown}") from None
+        except (ValueError, zlib.error) as error:  # not JSON: cut short, or a proxy's page
+            self._failed(ticket, sent_at)
+            raise TransientError(f"an unreadable body on GET {shown}") from error
+        except BodyTooLarge as error:
+            self._failed(ticket, sent_at)
+            raise self.control.stop(
+                ResponseTooLarge(
+                    f"GET {shown} answered more than max_response_bytes ({error.limit:,} "
+                    f"bytes, decompressed); nothing more was read"
+                )
+            ) from None
+        except _TooDeep:
+            self._failed(ticket, sent_at)
+            raise self.control.stop(
+                UnexpectedAnswer(
+                    f"GET {shown} answered JSON nested deeper than "
+                    f"{settings.MAX_JSON_DEPTH} levels, which no record of the API is"
+                )
+            ) from None
+        except UnaskedEncoding as error:
+            self._failed(ticket, sent_at)
+            raise self.control.stop(
+                UnexpectedAnswer(
+                    f"GET {shown} answered in Content-Encoding {self.clean(error)}, "
+                    f"which was not asked for ({ACCEPT_ENCODING} were)"
+                )
+            ) from None
         except httpx.HTTPError as error:  # a bad URL or header: no retry can help
-            self._failed(ticket)
-            raise SigningAPIError(f"cannot send GET {path}: {error}") from None
+            self._failed(ticket, sent_at)
+            raise SigningAPIError(f"cannot send GET {shown}: {self.clean(error)}") from None
         finally:
             self.stats.request_done()
-        if response.status_code < 500:
-            self._failing_since = None
+        if response.status_code >= 500 or response.status_code == 408:
+            self._note_failure(sent_at)
+        else:
+            self._note_answer()
         self.stats.count_request(endpoint)
         self.pacer.observe(response.headers, ticket)
         return response, body
 
-    def _failed(self, ticket: int) -> None:
+    def _failed(self, ticket: int, sent_at: float) -> None:
         """A request that got no usable answer: counted apart from answered ones."""
         self.stats.count_failed_attempt()
         self.pacer.observe(None, ticket)
-        if self._failing_since is None:
-            self._failing_since = time.monotonic()
+        self._note_failure(sent_at)
+
+    def _note_failure(self, sent_at: float) -> None:
+        """A request sent at `sent_at` failed (no answer, or a 5xx or 408): the service has
+        been failing since then, or since its last answer if that came later."""
+        with self._failures:
+            began = max(sent_at, self._answered_at)
+            if self._failing_since is None or began < self._failing_since:
+                self._failing_since = began
+
+    def _note_answer(self) -> None:
+        with self._failures:
+            self._answered_at = time.monotonic()
+            self._failing_since = None
 
     def _throttled(self, response: httpx.Response, body: Any, count: int, path: str) -> None:
         """Wait out a 429, or stop the run when waiting makes no sense within it."""
@@ -206,15 +393,15 @@ class SigningClient:
                 )
             )
         if count > settings.MAX_THROTTLED_RETRIES:
-            raise SigningAPIError(f"still throttled after {count} tries on GET {path}")
+            raise SigningAPIError(f"still throttled after {count} tries on GET {self.clean(path)}")
         # Retry-After 0 means "now"; a small jittered pause keeps many threads from stampeding.
         delay = wait if wait else random.uniform(0.05, 0.25)
-        log.info("429 on %s: waiting %.1f s", path, delay)
+        log.info("429 on %s: waiting %.1f s", self.clean(path), delay)
         self.pacer.pause(delay)
 
     def _refused(self, status: int, body: Any, path: str) -> SigningAPIError:
         """The error for a refusal; a refused key stops the whole run at once."""
-        error = _error_for(status, body, path)
+        error = _error_for(status, body, self.clean(path), self.clean)
         if status == 401 or (status == 403 and path not in settings.SKIPPABLE_ON_403):
             return self.control.stop(KeyRefused(str(error)))
         return error
@@ -269,10 +456,42 @@ def _endpoint_name(path: str) -> str:
     return "/" + "/".join(p if i % 2 == 0 else "{id}" for i, p in enumerate(parts))
 
 
-def _error_for(status: int, body: Any, path: str) -> SigningAPIError:
+class _TooDeep(Exception):
+    """A JSON body nested deeper than `settings.MAX_JSON_DEPTH`."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists or objects more than `limit` levels deep (a walk without
+    recursion, so a body nested a thousand deep costs no stack)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _fits(item: Any, shape: DataShape) -> bool:
+    """Whether one item of a `data` list has `shape` (`records` or `entries`)."""
+    return isinstance(item, dict) and (shape == "entries" or _usable_id(item.get("id")))
+
+
+def _usable_id(value: Any) -> bool:
+    """An id a row can be keyed by: a non-empty string or an integer."""
+    return (isinstance(value, str) and value != "") or (
+        isinstance(value, int) and not isinstance(value, bool)
+    )
+
+
+def _error_for(
+    status: int, body: Any, path: str, clean: Callable[[object], str]
+) -> SigningAPIError:
+    """The exception for a refusal; the service's message is quoted as one clean line."""
     error = body.get("error", {}) if isinstance(body, dict) else {}
     message = error.get("message") if isinstance(error, dict) else None
-    detail = f": {message}" if message else ""
+    detail = f": {clean(message)}" if message else ""
     if status == 401:
         return AuthError(f"the API key was refused (401 unauthorized{detail}); check the key")
     if status == 403:

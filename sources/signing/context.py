@@ -13,6 +13,7 @@ from . import settings
 from .client import SigningClient
 from .errors import NotFound, SigningAPIError
 from .paging import Record
+from .rows import FieldGuard
 
 
 @dataclass
@@ -24,10 +25,15 @@ class SyncContext:
     lag_seconds: float = settings.CURSOR_LAG_SECONDS
     page_size: int = settings.PAGE_SIZE
     concurrency: int = settings.CHILD_CONCURRENCY
+    max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS
+    guard: FieldGuard = field(init=False)
     _me: dict[str, Any] | None = None
     _pool: ThreadPoolExecutor | None = None
     _sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.guard = FieldGuard(self.client.stats.warn)
 
     def me(self) -> dict[str, Any]:
         """GET /me, once per run."""
@@ -55,13 +61,15 @@ class SyncContext:
             self._pool.shutdown(wait=True, cancel_futures=True)
         self.client.close()
 
-    def stamp(self, rows: list[Record]) -> list[Record]:
+    def stamp(self, rows: list[Record], table: str) -> list[Record]:
         """Number rows in the order they were read from the API: when one record is read
         twice in a run, the merge keeps the later read (`_fetch_seq` is its dedup sort).
         It must happen on arrival: dlt interleaves transformers, so emit order is not read
-        order."""
+        order. A `_fetch_seq` already there came from the API: it is replaced, and said."""
         with self._lock:
             for row in rows:
+                if "_fetch_seq" in row:
+                    self.guard.dropped(table, "_fetch_seq", "the source numbers rows itself")
                 row["_fetch_seq"] = next(self._sequence)
         return rows
 
@@ -83,9 +91,14 @@ def check_service(context: SyncContext) -> str:
             "(e.g. https://host/api/v1); check SOURCES__SIGNING__BASE_URL"
         ) from None
     workspace = me.get("workspace") if isinstance(me, dict) else None
-    if not isinstance(workspace, dict) or not workspace.get("id"):
+    workspace_id = workspace.get("id") if isinstance(workspace, dict) else None
+    if (
+        not isinstance(workspace_id, str | int)
+        or isinstance(workspace_id, bool)
+        or not workspace_id
+    ):
         raise SigningAPIError(
             f"{base}/me did not answer like the signing API (no workspace in its answer); "
             "check SOURCES__SIGNING__BASE_URL"
         )
-    return str(workspace["id"])
+    return str(workspace_id)

@@ -1,6 +1,13 @@
-"""The errors a sync can end with: one base class, and one subclass per way a run stops."""
+"""The errors a sync can end with: one base class, and one subclass per way a run stops; and
+`one_line`, which every text that came from the service passes through before it is part of
+one of their messages."""
 
 from __future__ import annotations
+
+import unicodedata
+
+# Longest excerpt of the service's own words (an error message, a body) quoted in a message.
+QUOTE_LIMIT = 160
 
 
 class SigningAPIError(Exception):
@@ -57,6 +64,18 @@ class ServiceUnreachable(RunStopped):
     exit_code = 1
 
 
+class UnexpectedAnswer(RunStopped):
+    """A complete answer the API does not allow (a 200 without `data`, a record without an id):
+    asking again would most likely get the same, so the run stops and keeps what it fetched."""
+
+    exit_code = 1
+
+
+class ResponseTooLarge(UnexpectedAnswer):
+    """An answer larger, once decompressed, than `max_response_bytes`. Not retried: a body that
+    large (a gzip bomb) comes back the same, and reading it again costs as much again."""
+
+
 class KeyRefused(RunStopped, AuthError):
     """A 401 or 403 in the middle of a run: no later request can succeed."""
 
@@ -65,3 +84,19 @@ class KeyRefused(RunStopped, AuthError):
 
 class SourceConfigError(SigningAPIError):
     """The source was configured with something it does not have (an unknown resource)."""
+
+
+def one_line(text: object, limit: int = QUOTE_LIMIT) -> str:
+    """`text` as one clean line: control and format characters (newlines, ANSI escapes, bidi
+    marks) written as escapes, and cut to `limit` characters, so that words from the service
+    can neither forge a log line nor recolour a terminal."""
+    raw = str(text)
+    cleaned = "".join(_escaped(char) for char in raw[: limit + 1])  # escapes only lengthen it
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+
+
+def _escaped(char: str) -> str:
+    if unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp"):
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

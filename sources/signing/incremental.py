@@ -30,7 +30,7 @@ from typing import Any
 from . import settings
 from .context import SyncContext
 from .errors import RunStopped
-from .paging import ListPage, PagerPosition, Read, Record, anchored_pages
+from .paging import ListPage, PagerPosition, PagingReport, Read, Record, anchored_pages
 from .times import parse_iso, to_iso
 
 log = logging.getLogger(__name__)
@@ -126,8 +126,16 @@ def incremental_pass(
         sync.interrupted = current
         sync.to_state(state)
         raise
-    sync.cursor = to_iso(pager.cursor())
-    sync.known = pager.remembered()
+    finally:
+        pager.warn_about_paging()
+    if pager.gave_up:
+        # Records past where the pager gave up may be unread, and a cursor moved past their
+        # `updated_at` would hide them for good: the next run reads from the same cursor, and
+        # knows what this one loaded.
+        sync.known = {**sync.known, **current.fetched}
+    else:
+        sync.cursor = to_iso(pager.cursor())
+        sync.known = pager.remembered()
     sync.interrupted = None
     sync.to_state(state)
 
@@ -156,6 +164,10 @@ class _Pass:
         self.again: dict[str, str] = {}
         self.covered = False
         self.restored = set(current.fetched)
+        # What the service did that the pager saw through, over all passes of the run; and
+        # whether the first pass gave up before its pages showed the list's end.
+        self.report = PagingReport()
+        self.gave_up = False
 
     def rounds(self) -> Iterator[list[Record]]:
         """The first pass, then catch-up passes while the previous one saw changes."""
@@ -167,13 +179,21 @@ class _Pass:
                 page_size=self.context.page_size,
                 overlap=settings.PAGE_OVERLAP,
                 position=current.position,
+                patience=self.context.max_pages_without_new_records,
+                report=self.report,
             ):
                 current.first_started = current.first_started or current.started
                 changed = self._changed(fresh)
                 changed_in_pass += len(changed)
                 if changed:
-                    yield self.context.stamp(changed)
+                    yield self.context.stamp(changed, self.name)
             current.first_started = current.first_started or current.started
+            if self.report.gave_up is not None:
+                # A catch-up pass that gave up costs nothing: the cursor is the first pass's
+                # start, and the next run reads what changed since. The first pass (resumed
+                # or not: it started when the run's first pass did) cannot say as much.
+                self.gave_up = current.first_started == current.started
+                return
             if current.since is not None and parse_iso(current.since) == self.cursor():
                 self.covered = True
             done = self.requests <= 1 or (round_number > 0 and not changed_in_pass)
@@ -208,11 +228,29 @@ class _Pass:
         }
         if self.current.since:
             params["updated_since"] = self.current.since
-        body, answered_at = self.context.client.get(self.path, params)
+        data, body, answered_at = self.context.client.get_data(self.path, params)
         self.requests += 1
         if self.current.started is None:
             self.current.started = answered_at
-        return ListPage(list(body["data"]), int(body["total"]))
+        total = body.get("total")
+        usable = isinstance(total, int) and not isinstance(total, bool) and total >= 0
+        return ListPage(list(data), total if usable else None)
+
+    def warn_about_paging(self) -> None:
+        """One warning line for the run if the service's pages contradicted themselves: what
+        it did, and whether the pager read to the list's end anyway or gave up."""
+        report = self.report
+        if not report.oddities and report.gave_up is None:
+            return
+        did = "; ".join(report.oddities.values()) or "pages that repeat what was read"
+        if report.gave_up is None:
+            outcome = "its pages still showed where the list ends, and it was read to there"
+        else:
+            outcome = (
+                f"paging stopped: {report.gave_up} (max_pages_without_new_records); what was "
+                "read is kept, and the next run reads this list again from the same cursor"
+            )
+        self.context.client.stats.warn(f"{self.name}: GET {self.path} answered {did}; {outcome}")
 
     def remembered(self) -> dict[str, str]:
         """The fingerprints the next run needs: of the records it may return again."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from . import settings
 from .control import RunControl
-from .errors import RequestBudgetExhausted, RunStopped
+from .errors import RequestBudgetExhausted, RetryAfterTooLong, RunStopped
 
 
 class Pacer:
@@ -29,9 +29,11 @@ class Pacer:
         clock: Callable[[], float] = time.monotonic,
         control: RunControl | None = None,
         budget: int | None = None,
+        max_wait: float = settings.MAX_RETRY_AFTER_SECONDS,
     ) -> None:
         self.rate = rate
         self.budget = budget
+        self.max_wait = max_wait
         self.burst = burst
         self._clock = clock
         self._control = control or RunControl()
@@ -120,6 +122,19 @@ class Pacer:
         else:
             self._server_left = min(self._server_left, estimate)
         reset = _int_header(headers, "x-ratelimit-reset") or 0
+        # An answer that says its own wait (a 429's Retry-After, the daily scope) is the
+        # client's to judge and name; the pacer only learns its reset.
+        said_its_wait = "retry-after" in headers or headers.get("x-ratelimit-scope") == "daily"
+        if remaining <= 0 and reset > self.max_wait and not said_its_wait:
+            # A reset hours (or, from a broken service, centuries) away is not waited out in
+            # this run, any more than such a Retry-After.
+            self._control.stop(
+                RetryAfterTooLong(
+                    f"the service asked to wait {reset:,} s (X-RateLimit-Reset), longer than "
+                    f"max_retry_after_seconds ({self.max_wait:,.0f} s)"
+                )
+            )
+            return
         if remaining <= 0 and reset > 0:
             self._not_before = max(self._not_before, self._clock() + reset)
         limit = _int_header(headers, "x-ratelimit-limit")

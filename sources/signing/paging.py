@@ -10,6 +10,9 @@ in it that was already read *and is unchanged* (same fingerprint): everything be
 was covered. If a page holds no such record, the list shifted more than the overlap, and the
 pager steps back until it finds one. Records that change during the pass may be missed by it,
 but their new `updated_at` lies after the run's cursor, so the next run reads them.
+
+Nothing the service says about its list is trusted beyond what its pages show: `total`, the
+size of a page and what an offset returns may all be wrong (see `anchored_pages`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
+
+from . import settings
 
 Record = dict[str, Any]
 
@@ -42,7 +47,7 @@ class Read(NamedTuple):
 @dataclass
 class ListPage:
     data: list[Record]
-    total: int
+    total: int | None  # what the service says the list holds; None when it said nothing usable
 
 
 @dataclass
@@ -63,41 +68,100 @@ class PagerPosition:
         return cls(offset=int(state.get("offset", 0)), anchors=dict(state.get("anchors", {})))
 
 
+@dataclass
+class PagingReport:
+    """What the service did that paging had to see through, each kind said once, for one
+    warning line; and `gave_up`, set when the pager stopped before the pages showed where the
+    list ended (so records beyond may not have been read)."""
+
+    oddities: dict[str, str] = field(default_factory=dict)
+    gave_up: str | None = None
+
+    def note(self, kind: str, description: str) -> None:
+        self.oddities.setdefault(kind, description)
+
+
 def anchored_pages(
     fetch: Callable[[int], ListPage],
     *,
     page_size: int,
     overlap: int,
     position: PagerPosition,
+    patience: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS,
+    report: PagingReport | None = None,
 ) -> Iterator[list[Read]]:
-    """Yield the new records of each page with their fingerprints; `position` is kept current
-    for resuming."""
+    """Yield the records of each page not read before in this pass (new, or changed since),
+    with their fingerprints; `position` is kept current for resuming.
+
+    The pages decide where the list ends, not `total`: a page shorter than asked ends it (the
+    list ended inside it when it was read), unless `total` says more and the page brought new
+    records (a service that serves smaller pages than asked); a full page never ends it, so a
+    `total` too low loses nothing. Every request either brings a record not read before or
+    counts toward `patience`: after that many in a row the pager gives up (`report.gave_up`),
+    so no `total`, page size or offset a service answers keeps it paging forever."""
+    report = report if report is not None else PagingReport()
     seen: dict[str, str] = dict(position.anchors)
     offset = position.offset
+    without_new = 0  # requests in a row that brought no record not read before
     while True:
         page = fetch(offset)
         items = page.data
-        if offset > 0:
-            cut = _last_unchanged(items, seen)
-            if cut is None:
-                # Nothing here was read before unchanged: the list moved by more than the
-                # overlap (or shrank). Step back until the covered part is in sight again.
-                position.step_backs += 1
-                offset = max(0, offset - (page_size - overlap))
-                continue
-            fresh = [Read(record, fingerprint(record)) for record in items[cut + 1 :]]
+        _note_oddities(page, offset, page_size, report)
+        cut = _last_unchanged(items, seen) if offset > 0 else None
+        fresh: list[Read] = []
+        ended = False
+        if offset > 0 and cut is None:
+            # Nothing here was read before unchanged: the list moved by more than the
+            # overlap, or shrank (an empty page). Step back until the covered part is in
+            # sight again.
+            position.step_backs += 1
+            offset = max(0, offset - (page_size - overlap))
         else:
-            fresh = [Read(record, fingerprint(record)) for record in items]
-        for record, digest in fresh:
-            seen[record["id"]] = digest
-        end_reached = offset + len(items) >= page.total or not items
-        offset = offset + len(items) - (0 if end_reached else overlap)
-        position.offset = offset
-        position.anchors = {r["id"]: seen[r["id"]] for r in items[-overlap:] if r["id"] in seen}
+            for record in items if cut is None else items[cut + 1 :]:
+                digest = fingerprint(record)
+                if seen.get(record["id"]) != digest:
+                    seen[record["id"]] = digest
+                    fresh.append(Read(record, digest))
+            end = offset + len(items)
+            short = len(items) < page_size
+            ended = short and (not fresh or page.total is None or end >= page.total)
+            if ended and page.total is not None and end < page.total:
+                report.note(
+                    "total-high", f"a total of {page.total:,} for a list that ends at {end:,}"
+                )
+            # Forward by the page less the overlap, and by one at least (a page shorter than
+            # the overlap).
+            offset = end if ended else max(end - overlap, offset + 1)
+            position.offset = offset
+            position.anchors = {r["id"]: seen[r["id"]] for r in items[-overlap:] if r["id"] in seen}
         if fresh:
             yield fresh
-        if end_reached:
+        if ended:
             return
+        without_new = 0 if fresh else without_new + 1
+        if without_new >= patience:
+            report.gave_up = f"{without_new} pages in a row brought no record not read before"
+            return
+
+
+def _note_oddities(page: ListPage, offset: int, page_size: int, report: PagingReport) -> None:
+    """What a page says about the service beyond its records, in words."""
+    size = len(page.data)
+    if size > page_size:
+        report.note(
+            "larger", f"pages larger than asked ({size:,} records for a limit of {page_size})"
+        )
+    if page.total is None:
+        report.note("total-missing", "no usable `total`")
+    elif offset + size > page.total:
+        report.note(
+            "total-low",
+            f"a total of {page.total:,} with records served up to {offset + size:,}",
+        )
+    elif size == 0 and offset > 0 and page.total > offset:
+        report.note(
+            "empty", f"an empty page at offset {offset:,} while its total said {page.total:,}"
+        )
 
 
 def _last_unchanged(items: list[Record], seen: dict[str, str]) -> int | None:

@@ -1,62 +1,185 @@
 """Row shaping: API records into warehouse rows, each carrying `workspace_id` (nested rows too),
-with the nested lists and values arranged the way the raw tables expect them."""
+with the nested lists and values arranged the way the raw tables expect them.
+
+The API's field names are not trusted: a field that dlt would load into a column of its own
+(`_dlt_id`, `_dlt_parent_id`, ...) or of this project (`_fetch_seq`) could rewrite which rows a
+merge replaces or deletes, in another workspace too. So every field whose column name (after
+dlt's snake_case naming: `$dlt_id` and `_DLT_ID` are `_dlt_id` too) starts with `_` is dropped,
+at every level: root rows, nested lists (recipients, fields, blocks, custom, anything new) and
+the objects flattened into them. The columns the source sets itself (`workspace_id`, a nested
+row's `shipment_id`, `document_id` or `contact_id`, ...) take the source's value; an API field
+of that name with another value is dropped. `FieldGuard` says each of these once per run, per
+table and field. Free-form values stay verbatim: custom property keys, placeholder names.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Collection, Mapping
+from functools import lru_cache
 from typing import Any
 
 import orjson
+from dlt.common.normalizers.naming.snake_case import NamingConvention
 
+from .errors import one_line
 from .paging import Record
 
+_NAMING = NamingConvention()
+# Field warnings said in one run before the rest only count (a service could send thousands).
+MAX_FIELD_WARNINGS = 50
+# Objects nested deeper than this are not flattened into columns (dlt keeps them as JSON at
+# `max_table_nesting=1`), so no name inside them can become a column: they pass as they are,
+# and an object nested a thousand deep costs no recursion here.
+MAX_DEPTH = 3
 
-def shape_document(document: Record, workspace_id: str) -> Record:
-    document = dict(document)
-    document["workspace_id"] = workspace_id
+
+@lru_cache(maxsize=4096)
+def column_name(field: str) -> str:
+    """The column dlt's default naming (snake_case) makes of an API field name (an empty or
+    blank name is `_empty` to dlt)."""
+    try:
+        return _NAMING.normalize_identifier(field)
+    except ValueError:
+        return "_empty"
+
+
+class FieldGuard:
+    """Keeps API fields off the columns that dlt and the source own (see the module's
+    docstring), and says what it dropped once per run, table and field; thread-safe."""
+
+    def __init__(self, warn: Callable[[str], None]) -> None:
+        self._warn = warn
+        self._said: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def clean(
+        self,
+        table: str,
+        record: Record,
+        sets: Mapping[str, Any] | None = None,
+        *,
+        verbatim: Collection[str] = (),
+        keep: Collection[str] = (),
+        depth: int = 0,
+    ) -> Record:
+        """`record` as a row of `table`: without the warehouse's own fields, with `sets` (the
+        columns the source sets) on top. Fields named in `verbatim` are passed on as they are
+        (the caller shapes them); `keep` names fields the source itself put there."""
+        if depth > MAX_DEPTH:
+            return record
+        sets = sets or {}
+        row: Record = {}
+        for field, value in record.items():
+            name = column_name(field)
+            if field in keep:
+                row[field] = value
+            elif name.startswith("_"):
+                self.dropped(table, field, "dlt and this project keep names that begin with _")
+            elif name in sets:
+                if value != sets[name]:
+                    self.dropped(table, field, f"the source sets `{name}` itself")
+            elif field in verbatim:
+                row[field] = value
+            elif isinstance(value, dict):  # flattened into `field__*` columns
+                row[field] = self.clean(table, value, depth=depth + 1)
+            elif isinstance(value, list):
+                nested = f"{table}__{name}"
+                row[field] = [
+                    self.clean(nested, v, depth=depth + 1) if isinstance(v, dict) else v
+                    for v in value
+                ]
+            else:
+                row[field] = value
+        row.update(sets)
+        return row
+
+    def dropped(self, table: str, field: str, why: str) -> None:
+        """Say once per run that `table` lost the API's `field`, and why."""
+        with self._lock:
+            if (table, field) in self._said:
+                return
+            self._said.add((table, field))
+            count = len(self._said)
+        if count <= MAX_FIELD_WARNINGS:
+            self._warn(f"{table}: dropped the API's field `{one_line(field, 60)}` ({why})")
+        elif count == MAX_FIELD_WARNINGS + 1:
+            self._warn(
+                f"{table}: more API fields dropped; only the first {MAX_FIELD_WARNINGS} are named"
+            )
+
+
+def objects(value: Any) -> list[Record]:
+    """The objects of a list the API sent (nothing when it sent no list)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def shape_document(document: Record, workspace_id: str, guard: FieldGuard) -> Record:
+    document = guard.clean(
+        "documents",
+        document,
+        {"workspace_id": workspace_id},
+        verbatim=("placeholders", "fields", "blocks"),
+    )
+    link = {"document_id": document["id"], "workspace_id": workspace_id}
+    placeholders = document.get("placeholders")
     document["placeholders"] = [
-        {"value": name, "document_id": document["id"], "workspace_id": workspace_id}
-        for name in document.get("placeholders") or []
+        {"value": name, **link} for name in (placeholders if isinstance(placeholders, list) else [])
     ]
     document["fields"] = [
-        {**f, "document_id": document["id"], "workspace_id": workspace_id}
-        for f in document.get("fields") or []
+        guard.clean("documents__fields", f, link) for f in objects(document.get("fields"))
     ]
     if "blocks" in document:
         document["blocks"] = [
-            {**b, "document_id": document["id"], "workspace_id": workspace_id}
-            for b in document.get("blocks") or []
+            guard.clean("documents__blocks", b, link) for b in objects(document.get("blocks"))
         ]
     return document
 
 
-def shape_shipment(shipment: Record, workspace_id: str) -> Record:
-    shipment = dict(shipment)
-    shipment["workspace_id"] = workspace_id
+def shape_shipment(shipment: Record, workspace_id: str, guard: FieldGuard) -> Record:
+    """A listed shipment (already stamped with `_fetch_seq`) and its recipients."""
+    shipment = guard.clean(
+        "shipments",
+        shipment,
+        {"workspace_id": workspace_id},
+        verbatim=("recipients",),
+        keep=("_fetch_seq",),
+    )
+    link = {"shipment_id": shipment["id"], "workspace_id": workspace_id}
     shipment["recipients"] = [
-        {**r, "shipment_id": shipment["id"], "workspace_id": workspace_id}
-        for r in shipment.get("recipients") or []
+        guard.clean("shipments__recipients", r, link) for r in objects(shipment.get("recipients"))
     ]
     return shipment
 
 
-def shape_contact(contact: Record, workspace_id: str) -> Record:
-    """`custom` becomes key/value rows (keys with dots stay verbatim, unlike flattened columns)."""
-    contact = dict(contact)
-    contact["workspace_id"] = workspace_id
-    custom = contact.get("custom") or {}
+def shape_contact(contact: Record, workspace_id: str, guard: FieldGuard) -> Record:
+    """A listed contact (already stamped with `_fetch_seq`): `custom` becomes key/value rows
+    (keys with dots stay verbatim, unlike flattened columns)."""
+    contact = guard.clean(
+        "contacts",
+        contact,
+        {"workspace_id": workspace_id},
+        verbatim=("custom", "group_ids"),
+        keep=("_fetch_seq",),
+    )
+    link = {"contact_id": contact["id"], "workspace_id": workspace_id}
+    custom = contact.get("custom")
     contact["custom"] = [
-        {"key": str(key), "value": value, "contact_id": contact["id"], "workspace_id": workspace_id}
+        {"key": str(key), "value": value, **link}
         for key, value in (custom.items() if isinstance(custom, dict) else [])
     ]
+    groups = contact.get("group_ids")
     contact["group_ids"] = [
-        {"value": group, "contact_id": contact["id"], "workspace_id": workspace_id}
-        for group in contact.get("group_ids") or []
+        {"value": group, **link} for group in (groups if isinstance(groups, list) else [])
     ]
     return contact
 
 
-def audit_event_rows(shipment_id: str, events: list[Record], workspace_id: str) -> list[Record]:
-    return [{**e, "shipment_id": shipment_id, "workspace_id": workspace_id} for e in events]
+def audit_event_rows(
+    shipment_id: str, events: list[Record], workspace_id: str, guard: FieldGuard
+) -> list[Record]:
+    link = {"shipment_id": shipment_id, "workspace_id": workspace_id}
+    return [guard.clean("audit_events", event, link) for event in events]
 
 
 def _field_value(value: Any) -> str | None:
@@ -67,12 +190,18 @@ def _field_value(value: Any) -> str | None:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
-def field_rows(body: Record, workspace_id: str) -> list[Record]:
-    """One row per shipment, recipient and field, with the value as text (see _field_value)."""
-    shipment_id = body.get("shipment_id")
+def field_rows(
+    shipment_id: str, body: Record, workspace_id: str, guard: FieldGuard
+) -> list[Record]:
+    """One row per shipment, recipient and field, with the value as text (see _field_value).
+    The rows belong to the shipment that was asked for, whatever id the body names."""
+    if body.get("shipment_id") not in (None, shipment_id):
+        guard.dropped(
+            "shipment_fields", "shipment_id", "it names another shipment than the one asked for"
+        )
     rows = []
-    for entry in body.get("data") or []:
-        for filled in entry.get("fields") or []:
+    for entry in objects(body.get("data")):
+        for filled in objects(entry.get("fields")):
             rows.append(
                 {
                     "shipment_id": shipment_id,
@@ -95,20 +224,23 @@ def field_rows(body: Record, workspace_id: str) -> list[Record]:
     return rows
 
 
-def workspace_row(me: Record) -> Record:
+def workspace_row(me: Record, guard: FieldGuard) -> Record:
     """The workspace `/me` names, with the key's name and the API version it answered with."""
-    return {
-        **me["workspace"],
-        "workspace_id": me["workspace"]["id"],
+    workspace = me["workspace"]
+    sets = {
+        "workspace_id": workspace["id"],
         "key_name": me.get("key_name"),
         "api_version": me.get("api_version"),
     }
+    return guard.clean("workspaces", workspace, sets)
 
 
-def webhook_rows(hooks: list[Record], workspace_id: str) -> dict[str, Record]:
-    """Subscriptions by id, without their signing secret (never stored, even if sent)."""
+def webhook_rows(hooks: list[Record], workspace_id: str, guard: FieldGuard) -> dict[str, Record]:
+    """Subscriptions by id, without their signing secret (never stored, even if sent, under
+    any spelling of its name)."""
     rows: dict[str, Record] = {}
     for hook in hooks:
-        row = {k: v for k, v in hook.items() if k != "secret"}
-        rows[row["id"]] = {**row, "workspace_id": workspace_id, "deleted": False}
+        row = {k: v for k, v in hook.items() if column_name(k) != "secret"}
+        sets = {"workspace_id": workspace_id, "deleted": False}
+        rows[row["id"]] = guard.clean("webhooks", row, sets)
     return rows

@@ -2,11 +2,17 @@
 
 # Largest page the API allows on lists (reference: limit 1..200); fewer pages, fewer requests.
 PAGE_SIZE = 200
+MAX_PAGE_SIZE = 200
 # Largest audit trail page (reference: limit up to 500, newest first).
 EVENTS_LIMIT = 500
 # Records shared by two consecutive pages; they anchor the next page so that a list that
 # shifts while it is read is noticed instead of silently skipping a record.
 PAGE_OVERLAP = 4
+# Pages in a row that bring no record the pass has not read (a step back is one) before the
+# pass gives up on a list: an honest list needs one or two after a shift; a service that lies
+# about its `total` or ignores `offset` would otherwise be paged forever. A pass that gives up
+# keeps what it read, warns, and leaves the cursor where it was.
+MAX_PAGES_WITHOUT_NEW_RECORDS = 20
 
 # The reference's stated per-key rate: 10 requests per second with a burst of 40. The pacer
 # starts here and then obeys the X-RateLimit-* headers of every response.
@@ -23,11 +29,23 @@ CURSOR_LAG_SECONDS = 30.0
 # many; the run's cursor stays at the last one's start, so a busier list is finished next run.
 MAX_CATCH_UP_PASSES = 3
 
+# Each socket operation (connect, each read) waits at most this long ...
 REQUEST_TIMEOUT_SECONDS = 30.0
+# ... and a whole request, from sending to the last byte of its answer, at most this long: a
+# server that drips one byte every 29 s gets no further. A request past it is a failure that
+# may pass (retried, and counted toward `GIVE_UP_AFTER_SECONDS`).
+REQUEST_DEADLINE_SECONDS = 120.0
+# Largest answer, decompressed, that is read (the largest page of 200 records is well under
+# 1 MiB). A larger one stops the run at once, not retried: it would come back the same.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Deepest nesting of an answer's JSON: records are hashed and loaded with orjson, which writes
+# at most 255 levels; the reference's deepest is 4 (a filled-in payment value).
+MAX_JSON_DEPTH = 64
 # Attempts per request on time-outs, connection errors, 5xx and truncated bodies.
 MAX_ATTEMPTS = 8
-# A service that fails every request for this long in a row (across all threads) is given up
-# on: the run stops, keeping what it fetched, and exits 1 naming the host.
+# A service that fails every request for this long in a row (across all threads; from the
+# sending of the first failed one, 5xx answers included) is given up on: the run stops,
+# keeping what it fetched, and exits 1 naming the host. No back-off sleeps past it.
 GIVE_UP_AFTER_SECONDS = 120.0
 # A 429 whose Retry-After asks for longer stops the run (exit 75) instead of waiting.
 MAX_RETRY_AFTER_SECONDS = 300.0

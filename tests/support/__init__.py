@@ -23,6 +23,7 @@ from .sandboxes import (
     sandbox_now,
     served,
 )
+from .standin import Arrival, FakeAPI, FakeWorkspace, StandIn, honest_page, source_env
 from .truth import differences, duplicate_keys, earliest, ms_of, week_of
 from .warehouse import MARTS, mart_tables, raw_row_counts, raw_tables
 
@@ -31,7 +32,11 @@ __all__ = [
     "MARTS",
     "PROGRESS_LINE",
     "START_MS",
+    "Arrival",
+    "FakeAPI",
+    "FakeWorkspace",
     "SandboxFactory",
+    "StandIn",
     "admin",
     "admin_response",
     "cli_env",
@@ -41,6 +46,7 @@ __all__ = [
     "duplicate_keys",
     "earliest",
     "error_lines",
+    "honest_page",
     "load_args",
     "mart_tables",
     "message_lines",
@@ -53,6 +59,7 @@ __all__ = [
     "run_cli",
     "sandbox_now",
     "served",
+    "source_env",
     "start_cli",
     "week_of",
     "workspaces_env",
