@@ -14,9 +14,16 @@ from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
+import dlt
 import duckdb
 import pytest
+from dlt.pipeline.exceptions import PipelineStepFailed
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
+from pipelines.errors import failure_reason
 from pipelines.models import build_models
 from pipelines.report import write_report
 from sandbox import RunningSandbox, SandboxConfig
@@ -35,6 +42,7 @@ from tests.support import (
     start_cli,
 )
 from tests.support.browser import dom_after_load
+from tests.support.standin import StandIn
 
 # Contact names that are markup to rich, a terminal or a log if anything reads them as such.
 MARKUP = "[/]"
@@ -166,6 +174,56 @@ def test_configured_workspace_names_with_markup_and_dots_load_and_print_as_writt
     assert "Traceback" not in result.stderr
     shown = run_cli(["load", "--help"], cwd=tmp_path, env=env)
     assert "([sources.signing.workspaces.<name>])" in " ".join(shown.stdout.split())
+
+
+def test_a_refusal_whose_message_forges_a_log_line_stays_one_escaped_line(tmp_path: Path) -> None:
+    """The service's words reach the log through an error: they can neither start a line of
+    their own nor drive the terminal."""
+    forged = "nope\n2026-01-01T00:00:00Z INFO run=forged everything fine\x1b[2J"
+
+    async def refuse(request: Request) -> JSONResponse:
+        return JSONResponse({"error": {"code": "unauthorized", "message": forged}}, 401)
+
+    with StandIn(Starlette(routes=[Route("/v1/{path:path}", refuse)])) as stand_in:
+        env = {**cli_env(None), **source_settings(stand_in.base_url, "sk_test_refused")}
+        for log_format in ("text", "json"):
+            result = run_cli(
+                ["--log-format", log_format, *load_args(tmp_path / "signing.duckdb")],
+                cwd=tmp_path,
+                env=env,
+            )
+            assert result.returncode == 1, describe(result)
+            assert "\x1b" not in result.stderr
+            lines = message_lines(result.stderr)
+            assert len(lines) == 1, describe(result)
+            assert not any(line.startswith("2026-01-01T00:00:00Z INFO") for line in lines)
+            if log_format == "json":
+                assert "run=forged" in json.loads(lines[0])["message"]
+
+
+def test_a_dlt_step_that_fails_is_named_with_its_cause(tmp_path: Path) -> None:
+    """dlt's own message names only the step ("Pipeline execution failed at step=extract ...");
+    the line a run records and prints names the cause too."""
+
+    @dlt.resource(name="records")
+    def failing() -> Iterator[dict[str, int]]:
+        yield {"id": 1}
+        raise ValueError("the 2nd record could not be read")
+
+    pipeline = dlt.pipeline("failing", pipelines_dir=str(tmp_path), destination="duckdb")
+    with pytest.raises(PipelineStepFailed) as failed:
+        pipeline.extract(failing())
+
+    reason = failure_reason(failed.value)
+    assert reason == "the extract step failed: ValueError: the 2nd record could not be read"
+
+
+def source_settings(base_url: str, key: str) -> dict[str, str]:
+    return {
+        "SOURCES__SIGNING__BASE_URL": base_url,
+        "SOURCES__SIGNING__API_KEY": key,
+        **{f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in FAST.items()},
+    }
 
 
 # ---------------------------------------------------------------------- paths

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from pipelines.signing_pipeline import load_incremental
+from pipelines.signing_pipeline import LoadOptions, load_incremental
 from sources.signing import (
     KeyRefused,
     ResponseTooLarge,
@@ -50,6 +50,8 @@ from tests.support import (
 KEY = "sk_test_hostile_0123456789"
 MIB = 1024 * 1024
 SLACK = 3.0  # seconds a loaded machine may add to any bound below
+
+CONTACTS_ONLY = LoadOptions(resources=("contacts",))
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -286,7 +288,7 @@ def test_a_200_without_data_stops_the_run_naming_the_endpoint(tmp_path: Path) ->
 
     api.router.routes.insert(0, Route("/v1/contacts", error_body))
     with StandIn(api) as stand_in, source_env(stand_in.base_url, KEY):
-        result = load_incremental(tmp_path / "signing.duckdb", resources=["contacts"], **FAST)
+        result = load_incremental(tmp_path / "signing.duckdb", CONTACTS_ONLY, **FAST)
 
     assert result.exit_code == 1
     assert result.stopped == (
@@ -322,7 +324,7 @@ def test_a_record_nested_deeper_than_the_api_ever_does_stops_the_run_in_one_line
     workspace = FakeWorkspace("ws_deep", contacts=[contact])
 
     with StandIn(FakeAPI({KEY: workspace}).app()) as stand_in, source_env(stand_in.base_url, KEY):
-        result = load_incremental(tmp_path / "signing.duckdb", resources=["contacts"], **FAST)
+        result = load_incremental(tmp_path / "signing.duckdb", CONTACTS_ONLY, **FAST)
 
     assert result.stopped == stopped
     assert result.exit_code == (0 if stopped is None else 1)

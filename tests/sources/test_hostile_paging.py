@@ -16,13 +16,15 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental
 from sandbox import JSON
 from tests.support import FAST, FakeAPI, FakeWorkspace, StandIn, honest_page, source_env
 
 KEY = "sk_test_standin"
 PAGE = 100  # the page size these runs ask for
 OVERLAP = 4  # records shared by consecutive pages (sources/signing/settings.py)
+
+CONTACTS_ONLY = LoadOptions(resources=("contacts",))
 
 
 def contacts(count: int) -> list[JSON]:
@@ -43,7 +45,7 @@ def contacts(count: int) -> list[JSON]:
 def load(stand_in: StandIn, warehouse: Path, **settings: Any) -> LoadResult:
     """One run of the contacts resource against the stand-in, configured as a user does."""
     with source_env(stand_in.base_url, KEY, **settings):
-        return load_incremental(warehouse, resources=["contacts"], page_size=PAGE, **FAST)
+        return load_incremental(warehouse, CONTACTS_ONLY, page_size=PAGE, **FAST)
 
 
 def loaded_ids(warehouse: Path) -> set[str]:

@@ -8,11 +8,10 @@ anything it does not answer is a 404 in the API's error shape.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pipelines.environment import environment_set
 from sandbox import JSON
 
 # A list page as the service answers it: the records, offset and limit asked -> the body.
@@ -179,19 +179,8 @@ class FakeAPI:
         return _error(404, "not_found", f"nothing at /{'/'.join(parts)}")
 
 
-@contextmanager
-def source_env(base_url: str, api_key: str, **settings: Any) -> Iterator[None]:
+def source_env(base_url: str, api_key: str, **settings: Any) -> AbstractContextManager[None]:
     """The signing source configured through its documented environment variables
     (`SOURCES__SIGNING__<NAME>`) for the block, as a user sets them; restored afterwards."""
     values = {"api_key": api_key, "base_url": base_url, **settings}
-    names = {f"SOURCES__SIGNING__{name.upper()}": str(v) for name, v in values.items()}
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(names)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    return environment_set({f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in values.items()})
