@@ -39,6 +39,7 @@ from sources.signing import (
     RunStats,
     RunStopped,
     chosen_resources,
+    connect,
     describe_sync,
     incomplete_shipments,
     signing_source,
@@ -155,15 +156,16 @@ def load_incremental(
     try:
         with contextlib.ExitStack() as held:
             held.enter_context(place.writer())
-            source = signing_source(
+            connection = connect(
                 since=options.since,
                 max_requests=options.max_requests,
                 control=control,
                 **source_settings,
             )
-            workspace_id = str(control.workspace_id)
+            workspace_id = connection.workspace_id
             folder = held.enter_context(place.workspace_session(workspace_id))
             pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
+            source = signing_source(connection)
             if options.resources:
                 source = source.with_resources(*chosen_resources(options.resources))
             if options.since and not options.full_refresh:
@@ -173,7 +175,7 @@ def load_incremental(
                         "--since is ignored: this workspace already has cursors "
                         "(--full-refresh starts again from --since)"
                     )
-            return _run(pipeline, source, control, started, workspace_name)
+            return _run(pipeline, source, control, started, (workspace_id, workspace_name))
     finally:
         control.finish()
 
@@ -198,9 +200,11 @@ def _run(
     source: Any,
     control: RunControl,
     started: datetime,
-    workspace_name: str | None,
+    workspace: tuple[str, str | None],
 ) -> LoadResult:
-    """Run the pipeline with signals turned into a clean stop, then record the run."""
+    """Run the pipeline with signals turned into a clean stop, then record the run of
+    `workspace` (its id, and the configured name it ran as)."""
+    workspace_id, workspace_name = workspace
     stats = control.stats
     try:
         with stop_on_signals(control):
@@ -213,7 +217,7 @@ def _run(
             stats=stats,
             stopped=failure_reason(error),
             exit_code=EXIT_FAILED,
-            workspace_id=control.workspace_id,
+            workspace_id=workspace_id,
             workspace_name=workspace_name,
         )
         with contextlib.suppress(Exception):  # the warehouse itself may be what failed
@@ -228,14 +232,11 @@ def _run(
         stopped=stats.stop_reason,
         step_seconds=steps.seconds,
         exit_code=reason.exit_code if reason else EXIT_DONE,
-        workspace_id=control.workspace_id,
+        workspace_id=workspace_id,
         workspace_name=workspace_name,
         load_info=info,
     )
-    if control.workspace_id:
-        record_incomplete_shipments(
-            pipeline, control.workspace_id, incomplete_shipments(pipeline.state)
-        )
+    record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     record_run(pipeline, result.record(control.run_id))
     return result
 

@@ -17,9 +17,10 @@ from dlt.sources import DltResource
 
 from . import settings
 from .children import fetch_for_each
-from .client import SigningClient, checked_base_url, item_path
+from .client import checked_base_url, item_path
 from .columns import column_hints
-from .context import SyncContext, check_service
+from .connection import connect
+from .context import SyncContext
 from .control import RunControl
 from .errors import (
     AuthError,
@@ -42,7 +43,6 @@ from .incremental import (
     incomplete_shipments,
     incremental_pass,
 )
-from .pacing import Pacer
 from .paging import Record, fingerprint
 from .rows import (
     audit_event_rows,
@@ -87,6 +87,7 @@ __all__ = [
     "UnexpectedAnswer",
     "checked_base_url",
     "chosen_resources",
+    "connect",
     "describe_sync",
     "incomplete_shipments",
     "parse_iso",
@@ -96,103 +97,21 @@ __all__ = [
 
 
 @dlt.source(name="signing", max_table_nesting=1)
-def signing_source(
-    api_key: str = dlt.secrets.value,
-    base_url: str = dlt.config.value,
-    since: str | None = None,
-    max_requests: int | None = None,
-    lag_seconds: float = settings.CURSOR_LAG_SECONDS,
-    page_size: int = settings.PAGE_SIZE,
-    concurrency: int = settings.CHILD_CONCURRENCY,
-    requests_per_second: float = settings.REQUESTS_PER_SECOND,
-    burst: int = settings.BURST,
-    give_up_after_seconds: float = settings.GIVE_UP_AFTER_SECONDS,
-    max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS,
-    request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS,
-    max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
-    max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS,
-    control: Any = None,
-) -> Sequence[DltResource]:
-    """The signing API as dlt resources. Asks `/me` at once, so a wrong key or URL fails
-    before anything is written.
-
-    Args:
-        api_key: workspace API key (`SOURCES__SIGNING__API_KEY` or `.dlt/secrets.toml`).
-        base_url: API root ending in `/v1` (`SOURCES__SIGNING__BASE_URL`).
-        since: ISO time the first run starts from instead of the whole history.
-        max_requests: stop cleanly after this many requests; the next run continues.
-        lag_seconds: how far before each pass's start the next pass begins.
-        page_size: list page size (5..200: pages overlap by 4 records).
-        concurrency: child requests in flight at once (all through one pacer).
-        requests_per_second: the pacer's ceiling before the service's headers say more; the
-            reference states 10/s per key.
-        burst: requests the pacer may send at once before settling to the rate.
-        give_up_after_seconds: seconds of failures in a row (from the sending of the first
-            failed request, 5xx answers included) after which the service is given up on.
-        max_retry_after_seconds: a longer `Retry-After` (or `X-RateLimit-Reset` with nothing
-            left) stops the run instead of waiting.
-        request_deadline_seconds: the longest one request may take, answer included; a
-            request past it is retried like a time-out.
-        max_response_bytes: the largest answer read, decompressed; a larger one stops the
-            run (exit 1) and is not retried.
-        max_pages_without_new_records: list pages in a row that bring no record not read
-            before, after which a pass gives up on a list that makes no sense (the cursor
-            stays for the next run, and a warning says what the service did).
-        control: a `RunControl` to stop the run from outside and read its counters.
-    """
-    _check_settings(
-        page_size, request_deadline_seconds, max_response_bytes, max_pages_without_new_records
-    )
-    run = control if isinstance(control, RunControl) else RunControl()
-    pacer = Pacer(requests_per_second, burst, control=run, max_wait=max_retry_after_seconds)
-    client = SigningClient(
-        base_url,
-        api_key,
-        control=run,
-        pacer=pacer,
-        max_requests=max_requests,
-        give_up_after_seconds=give_up_after_seconds,
-        max_retry_after_seconds=max_retry_after_seconds,
-        request_deadline_seconds=request_deadline_seconds,
-        max_response_bytes=max_response_bytes,
-        connections=concurrency + 2,
-    )
-    context = SyncContext(
-        client, since, lag_seconds, page_size, concurrency, max_pages_without_new_records
-    )
-    run.on_finish(context.close)  # also when /me fails: the run's finish releases the client
-    run.workspace_id = check_service(context)
-    changes = shipment_changes(context)
+def signing_source(connection: SyncContext) -> Sequence[DltResource]:
+    """The signing API as dlt resources, bound to one run's connection to one workspace
+    (`connect`, which has asked `/me` already: a wrong key or URL fails before anything is
+    built, and the caller knows the workspace whose state to open)."""
+    changes = shipment_changes(connection)
     return (
-        workspaces(context),
-        documents(context),
+        workspaces(connection),
+        documents(connection),
         changes,
-        changes | shipments(context),
-        changes | audit_events(context),
-        changes | shipment_fields(context),
-        contacts(context),
-        webhooks(context),
+        changes | shipments(connection),
+        changes | audit_events(connection),
+        changes | shipment_fields(connection),
+        contacts(connection),
+        webhooks(connection),
     )
-
-
-def _check_settings(
-    page_size: int, deadline: float, max_bytes: int, max_pages_without_new: int
-) -> None:
-    """One line for a setting out of range, before any request."""
-    smallest = settings.PAGE_OVERLAP + 1
-    if not smallest <= page_size <= settings.MAX_PAGE_SIZE:
-        raise SigningAPIError(
-            f"page_size must be {smallest}..{settings.MAX_PAGE_SIZE} (pages overlap by "
-            f"{settings.PAGE_OVERLAP} records), not {page_size}"
-        )
-    if deadline <= 0:
-        raise SigningAPIError(f"request_deadline_seconds must be above 0, not {deadline}")
-    if max_bytes < 1:
-        raise SigningAPIError(f"max_response_bytes must be 1 or more, not {max_bytes}")
-    if max_pages_without_new < 1:
-        raise SigningAPIError(
-            f"max_pages_without_new_records must be 1 or more, not {max_pages_without_new}"
-        )
 
 
 def _columns(table: str, **extra: dict[str, Any]) -> Any:
@@ -226,9 +145,9 @@ def workspaces(context: SyncContext) -> Iterator[list[Record]]:
     state = dlt.current.resource_state()
     row = workspace_row(context.me(), context.guard)
     digest = fingerprint(row)
-    if state.get("fingerprint") != digest:
+    if state.get(settings.STATE_FINGERPRINT) != digest:
         yield context.counted("workspaces", context.stamp([row], "workspaces"))
-        state["fingerprint"] = digest
+        state[settings.STATE_FINGERPRINT] = digest
 
 
 def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
@@ -250,7 +169,7 @@ def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
 def documents(context: SyncContext) -> Iterator[list[Record]]:
     """Changed documents, read whole: blocks and theme come only from GET /documents/{id}."""
     state = dlt.current.resource_state()
-    pending: dict[str, int] = state.setdefault("pending_details", {})
+    pending: dict[str, int] = state.setdefault(settings.STATE_PENDING_DETAILS, {})
     detail = partial(_document_detail, context)
     try:
         yield from _counted(
@@ -300,7 +219,7 @@ def _children_of(
     """Rows of one child endpoint for the shipments of `item`, plus (on the kick) the backlog
     a stopped run left in this transformer's state."""
     state = dlt.current.resource_state()
-    pending: dict[str, int] = state.setdefault("pending", {})
+    pending: dict[str, int] = state.setdefault(settings.STATE_PENDING, {})
     # dlt interleaves this generator's calls: only the first (kick) item takes the backlog a
     # stopped run left, or two calls would fetch the same ids.
     backlog = list(pending) if item["kick"] else []
@@ -391,10 +310,10 @@ def webhooks(context: SyncContext) -> Iterator[list[Record]]:
     except RunStopped:
         return
     ws = context.workspace_id
-    loaded: dict[str, str] = state.setdefault("fingerprints", {})
+    loaded: dict[str, str] = state.setdefault(settings.STATE_FINGERPRINTS, {})
     current = webhook_rows(hooks, ws, context.guard)
     changed = [row for i, row in current.items() if loaded.get(i) != fingerprint(row)]
     gone = [{"id": i, "workspace_id": ws, "deleted": True} for i in loaded if i not in current]
-    state["fingerprints"] = {i: fingerprint(row) for i, row in current.items()}
+    state[settings.STATE_FINGERPRINTS] = {i: fingerprint(row) for i, row in current.items()}
     if changed or gone:
         yield context.counted("webhooks", context.stamp(changed + gone, "webhooks"))

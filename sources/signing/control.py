@@ -12,11 +12,10 @@ from .stats import RunStats
 
 
 class RunControl:
-    """The stop switch and the counters of one run, and the workspace it is about."""
+    """The stop switch and the counters of one run."""
 
     def __init__(self, stats: RunStats | None = None) -> None:
         self.stats = stats or RunStats()
-        self.workspace_id: str | None = None
         self.run_id = uuid.uuid4().hex[:12]  # ties log lines to the run record
         self._reason: RunStopped | None = None
         self._listeners: list[Callable[[RunStopped], None]] = []

@@ -92,22 +92,22 @@ class ListSync:
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> ListSync:
-        interrupted = state.get("pass")
+        interrupted = state.get(settings.STATE_PASS)
         return cls(
-            cursor=state.get("cursor"),
-            known=state.get("known", {}),
+            cursor=state.get(settings.STATE_CURSOR),
+            known=state.get(settings.STATE_KNOWN, {}),
             interrupted=InterruptedPass.from_state(interrupted) if interrupted else None,
         )
 
     def to_state(self, state: dict[str, Any]) -> None:
         """Write into a resource's dlt state (the keys stay as earlier versions wrote them)."""
         if self.cursor is not None:
-            state["cursor"] = self.cursor
-        state["known"] = self.known
+            state[settings.STATE_CURSOR] = self.cursor
+        state[settings.STATE_KNOWN] = self.known
         if self.interrupted is None:
-            state.pop("pass", None)
+            state.pop(settings.STATE_PASS, None)
         else:
-            state["pass"] = self.interrupted.to_state()
+            state[settings.STATE_PASS] = self.interrupted.to_state()
 
 
 def incremental_pass(
@@ -307,7 +307,9 @@ def describe_sync(pipeline_state: Mapping[str, Any]) -> list[ResourceSyncStatus]
     described = []
     for name, state in sorted(resources.items()):
         sync = ListSync.from_state(state)
-        pending = len(state.get("pending", {})) + len(state.get("pending_details", {}))
+        pending = len(state.get(settings.STATE_PENDING, {})) + len(
+            state.get(settings.STATE_PENDING_DETAILS, {})
+        )
         if sync.cursor or sync.interrupted or pending:
             described.append(ResourceSyncStatus(name, sync.cursor, bool(sync.interrupted), pending))
     return described
@@ -322,5 +324,5 @@ def incomplete_shipments(pipeline_state: Mapping[str, Any]) -> set[str]:
     return {
         shipment_id
         for name in ("audit_events", "shipment_fields")
-        for shipment_id in resources.get(name, {}).get("pending", {})
+        for shipment_id in resources.get(name, {}).get(settings.STATE_PENDING, {})
     }

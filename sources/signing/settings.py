@@ -83,3 +83,14 @@ RESOURCES = (
 # Shipments and their children come from one list pass: loading one without the others would
 # move the list's cursor past changes whose children were never fetched.
 SHIPMENT_RESOURCES = ("shipments", "audit_events", "shipment_fields")
+
+# Keys of each resource's dlt state (`pipeline.state["sources"]["signing"]["resources"][name]`),
+# named once: written by the resources, read back by `incremental.describe_sync` for `status`.
+# Earlier versions wrote the same keys, so a warehouse they loaded continues.
+STATE_CURSOR = "cursor"  # ISO time the next run reads changes from
+STATE_KNOWN = "known"  # fingerprints of what the next run may read again
+STATE_PASS = "pass"  # a pass a stop cut short, to resume
+STATE_PENDING = "pending"  # shipments whose child endpoint is still to fetch
+STATE_PENDING_DETAILS = "pending_details"  # documents whose detail is still to fetch
+STATE_FINGERPRINT = "fingerprint"  # the workspace row as last loaded
+STATE_FINGERPRINTS = "fingerprints"  # the webhooks as last loaded, by id

@@ -24,7 +24,7 @@ from orchestration.ingestion import FRESH, FRESH_HOURS, LOAD_COMPLETED, OUTCOME_
 from orchestration.modeling import dbt_project, prepare
 from orchestration.resources import WAREHOUSE_POOL
 from sandbox import JSON, RunningSandbox
-from sources.signing import RESOURCES, RunControl, signing_source
+from sources.signing import RESOURCES, RunControl, connect, signing_source
 from tests.models.test_marts import assert_marts_match
 from tests.models.workspaces import colliding_workspaces, workspace_marts
 from tests.sources.test_resilience import UNBOUND
@@ -195,9 +195,10 @@ def test_the_raw_assets_are_the_resources_the_source_loads(deployment: Deploymen
     running = deployment.running
     control = RunControl()
     try:
-        source = signing_source(
+        connection = connect(
             api_key=running.api_keys[0], base_url=running.base_url, control=control
         )
+        source = signing_source(connection)
     finally:
         control.finish()
     raw_assets = deployment.defs.resolve_assets_def(RAW[0])

@@ -16,7 +16,7 @@ import pytest
 from pipelines.signing_pipeline import LoadResult, load_incremental, make_pipeline
 from pipelines.warehouse import PARQUET_FROM_RECORDS, Warehouse, _duckdb
 from sandbox import RunningSandbox
-from sources.signing import RunControl, signing_source
+from sources.signing import RunControl, connect, signing_source
 from tests.support import FAST, SandboxFactory, admin, differences, pointed_at
 
 
@@ -134,8 +134,10 @@ def test_a_run_after_an_interrupted_one_loads_what_it_fetched_then_its_own(
     admin(running, "POST", "/advance", {"days": 1})
     with pointed_at(running):
         control = RunControl()
-        source = signing_source(control=control, **FAST)
-        interrupted = make_pipeline(warehouse, str(control.workspace_id))
+        connection = connect(control=control, **FAST)
+        workspace_id = connection.workspace_id
+        interrupted = make_pipeline(warehouse, workspace_id)
+        source = signing_source(connection)
         interrupted.extract(source)  # killed here, or after normalizing
         if left == "normalized":
             interrupted.normalize()
@@ -151,4 +153,4 @@ def test_a_run_after_an_interrupted_one_loads_what_it_fetched_then_its_own(
     assert result.stats.rows  # and this run fetched the changes made after it
     assert result.stats.requests < first.stats.requests / 4  # no full reload
     assert differences(warehouse, running.store) == {}
-    assert not make_pipeline(warehouse, str(control.workspace_id)).has_pending_data
+    assert not make_pipeline(warehouse, workspace_id).has_pending_data

@@ -3,7 +3,7 @@ bomb, an answer dripped a byte at a time, a `/me` that only fails, a 200 without
 messages that forge log lines; and a base URL that carries secrets is refused before any request.
 
 Every case is a stand-in server over loopback HTTP; the source is built as a user's run builds
-it (`signing_source()` with its settings from dlt config, here environment variables) or run
+it (`connect()` with its settings from dlt config, here environment variables) or run
 through the pipeline or the CLI. Time bounds are generous (a setting plus one attempt plus
 slack); the request counts are exact where the logic makes them so.
 """
@@ -30,7 +30,7 @@ from sources.signing import (
     ResponseTooLarge,
     ServiceUnreachable,
     SigningAPIError,
-    signing_source,
+    connect,
 )
 from sources.signing.client import SigningClient, item_path
 from sources.signing.errors import NotFound
@@ -93,7 +93,7 @@ def test_an_answer_past_max_response_bytes_stops_the_run_unread_and_not_retried(
         tracemalloc.start()
         try:
             with pytest.raises(ResponseTooLarge) as stopped:
-                signing_source()
+                connect()
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -167,7 +167,7 @@ def test_an_answer_that_never_completes_ends_at_the_request_deadline(answer: Han
     ):
         began = time.monotonic()
         with pytest.raises(ServiceUnreachable) as stopped:
-            signing_source()
+            connect()
         took = time.monotonic() - began
         requests = stand_in.count
 
@@ -190,7 +190,7 @@ def test_a_dead_me_is_given_up_on_after_give_up_after_seconds() -> None:
     with StandIn(answering(always_500)) as stand_in:
         began = time.monotonic()
         with pytest.raises(ServiceUnreachable) as stopped:
-            signing_source(api_key=KEY, base_url=stand_in.base_url, give_up_after_seconds=4)
+            connect(api_key=KEY, base_url=stand_in.base_url, give_up_after_seconds=4)
         took = time.monotonic() - began
         arrivals = [a.at for a in stand_in.arrivals]
 
@@ -210,7 +210,7 @@ def test_give_up_after_seconds_from_the_environment_holds_on_the_first_request()
     ):
         began = time.monotonic()
         with pytest.raises(ServiceUnreachable):
-            signing_source()
+            connect()
         took = time.monotonic() - began
         requests = stand_in.count
 
@@ -260,7 +260,7 @@ def test_a_base_url_that_carries_a_secret_is_refused_without_repeating_it(shape:
     with StandIn(FakeAPI({KEY: workspace}).app()) as stand_in:
         base_url = shape.format(host=f"127.0.0.1:{stand_in.port}")
         with pytest.raises(SigningAPIError) as refused:
-            signing_source(api_key=KEY, base_url=base_url)
+            connect(api_key=KEY, base_url=base_url)
         requests = stand_in.count
 
     message = str(refused.value)
@@ -340,7 +340,7 @@ def test_the_services_error_message_reaches_an_exception_as_one_clean_line() -> 
         return JSONResponse(body, status_code=401)
 
     with StandIn(answering(refuse)) as stand_in, pytest.raises(KeyRefused) as refused:
-        signing_source(api_key=KEY, base_url=stand_in.base_url)
+        connect(api_key=KEY, base_url=stand_in.base_url)
 
     assert str(refused.value) == (
         f"the API key was refused (401 unauthorized: {CLEAN_MESSAGE}); check the key"

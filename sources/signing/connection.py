@@ -1,0 +1,109 @@
+"""One run's connection to one workspace: the settings dlt resolves (`SOURCES__SIGNING__<NAME>`
+or `[sources.signing]`), the paced client they make, and the workspace `/me` names, asked before
+anything else so that a wrong key or URL fails at once and the caller knows which workspace's
+state to open before it builds the source."""
+
+from __future__ import annotations
+
+import dlt
+from dlt.common.configuration import with_config
+
+from . import settings
+from .client import SigningClient
+from .context import SyncContext, check_service
+from .control import RunControl
+from .errors import SigningAPIError
+from .pacing import Pacer
+
+
+@with_config(sections=("sources", "signing"))
+def connect(
+    api_key: str = dlt.secrets.value,
+    base_url: str = dlt.config.value,
+    since: str | None = None,
+    max_requests: int | None = None,
+    lag_seconds: float = settings.CURSOR_LAG_SECONDS,
+    page_size: int = settings.PAGE_SIZE,
+    concurrency: int = settings.CHILD_CONCURRENCY,
+    requests_per_second: float = settings.REQUESTS_PER_SECOND,
+    burst: int = settings.BURST,
+    give_up_after_seconds: float = settings.GIVE_UP_AFTER_SECONDS,
+    max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS,
+    request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS,
+    max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
+    max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS,
+    control: RunControl | None = None,
+) -> SyncContext:
+    """A connection to the workspace of `api_key`, which has asked `/me`.
+
+    Args:
+        api_key: workspace API key (`SOURCES__SIGNING__API_KEY` or `.dlt/secrets.toml`).
+        base_url: API root ending in `/v1` (`SOURCES__SIGNING__BASE_URL`).
+        since: ISO time the first run starts from instead of the whole history.
+        max_requests: stop cleanly after this many requests; the next run continues.
+        lag_seconds: how far before each pass's start the next pass begins.
+        page_size: list page size (5..200: pages overlap by 4 records).
+        concurrency: child requests in flight at once (all through one pacer).
+        requests_per_second: the pacer's ceiling before the service's headers say more; the
+            reference states 10/s per key.
+        burst: requests the pacer may send at once before settling to the rate.
+        give_up_after_seconds: seconds of failures in a row (from the sending of the first
+            failed request, 5xx answers included) after which the service is given up on.
+        max_retry_after_seconds: a longer `Retry-After` (or `X-RateLimit-Reset` with nothing
+            left) stops the run instead of waiting.
+        request_deadline_seconds: the longest one request may take, answer included; a
+            request past it is retried like a time-out.
+        max_response_bytes: the largest answer read, decompressed; a larger one stops the
+            run (exit 1) and is not retried.
+        max_pages_without_new_records: list pages in a row that bring no record not read
+            before, after which a pass gives up on a list that makes no sense (the cursor
+            stays for the next run, and a warning says what the service did).
+        control: the run's `RunControl`, to stop it from outside and read its counters; its
+            `finish()` releases the connection's threads and sockets.
+
+    Raises:
+        SigningAPIError: a setting out of range, or `/me` refused or not the signing API's.
+    """
+    _check_settings(
+        page_size, request_deadline_seconds, max_response_bytes, max_pages_without_new_records
+    )
+    run = control or RunControl()
+    pacer = Pacer(requests_per_second, burst, control=run, max_wait=max_retry_after_seconds)
+    client = SigningClient(
+        base_url,
+        api_key,
+        control=run,
+        pacer=pacer,
+        max_requests=max_requests,
+        give_up_after_seconds=give_up_after_seconds,
+        max_retry_after_seconds=max_retry_after_seconds,
+        request_deadline_seconds=request_deadline_seconds,
+        max_response_bytes=max_response_bytes,
+        connections=concurrency + 2,
+    )
+    connection = SyncContext(
+        client, since, lag_seconds, page_size, concurrency, max_pages_without_new_records
+    )
+    run.on_finish(connection.close)  # also when /me fails: the run's finish releases the client
+    check_service(connection)
+    return connection
+
+
+def _check_settings(
+    page_size: int, deadline: float, max_bytes: int, max_pages_without_new: int
+) -> None:
+    """One line for a setting out of range, before any request."""
+    smallest = settings.PAGE_OVERLAP + 1
+    if not smallest <= page_size <= settings.MAX_PAGE_SIZE:
+        raise SigningAPIError(
+            f"page_size must be {smallest}..{settings.MAX_PAGE_SIZE} (pages overlap by "
+            f"{settings.PAGE_OVERLAP} records), not {page_size}"
+        )
+    if deadline <= 0:
+        raise SigningAPIError(f"request_deadline_seconds must be above 0, not {deadline}")
+    if max_bytes < 1:
+        raise SigningAPIError(f"max_response_bytes must be 1 or more, not {max_bytes}")
+    if max_pages_without_new < 1:
+        raise SigningAPIError(
+            f"max_pages_without_new_records must be 1 or more, not {max_pages_without_new}"
+        )
