@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import dlt
+from dlt.common.configuration.exceptions import ConfigFieldMissingException
 from dlt.common.pipeline import ExtractInfo, LoadInfo
 
-from pipelines.errors import failure_reason
+from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
 from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
@@ -38,6 +39,8 @@ from sources.signing import (
     RunControl,
     RunStats,
     RunStopped,
+    SigningAPIError,
+    SyncContext,
     chosen_resources,
     connect,
     describe_sync,
@@ -106,6 +109,9 @@ class LoadResult:
             rows=dict(self.rows),
             requests_by_endpoint=dict(stats.by_endpoint),
             warnings=list(stats.warnings),
+            service_time=stats.service_time,
+            limits=dict(stats.limits),
+            daily_remaining=stats.daily_remaining,
         )
 
 
@@ -153,31 +159,77 @@ def load_incremental(
     options = options or LoadOptions()
     control = control or RunControl()
     started = datetime.now(UTC)
+    workspace: tuple[str | None, str | None] = (None, workspace_name)
     try:
         with contextlib.ExitStack() as held:
             held.enter_context(place.writer())
-            connection = connect(
-                since=options.since,
-                max_requests=options.max_requests,
-                control=control,
-                **source_settings,
+            held.enter_context(stop_on_signals(control))
+            try:
+                connection = connect(
+                    since=options.since,
+                    max_requests=options.max_requests,
+                    control=control,
+                    **source_settings,
+                )
+                workspace = (connection.workspace_id, workspace_name)
+                folder = held.enter_context(place.workspace_session(connection.workspace_id))
+                pipeline = _workspace_pipeline(
+                    place, connection.workspace_id, folder, options.full_refresh
+                )
+            except (SigningEtlError, SigningAPIError, ConfigFieldMissingException) as error:
+                _record_before_pipeline(place, control, started, workspace, error)
+                raise
+            source = _source_for(connection, pipeline, options, control)
+            return _run(
+                pipeline, source, control, started, (connection.workspace_id, workspace_name)
             )
-            workspace_id = connection.workspace_id
-            folder = held.enter_context(place.workspace_session(workspace_id))
-            pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
-            source = signing_source(connection)
-            if options.resources:
-                source = source.with_resources(*chosen_resources(options.resources))
-            if options.since and not options.full_refresh:
-                pipeline.sync_destination()
-                if describe_sync(pipeline.state):
-                    control.stats.warn(
-                        "--since is ignored: this workspace already has cursors "
-                        "(--full-refresh starts again from --since)"
-                    )
-            return _run(pipeline, source, control, started, (workspace_id, workspace_name))
     finally:
         control.finish()
+
+
+def _source_for(
+    connection: SyncContext, pipeline: dlt.Pipeline, options: LoadOptions, control: RunControl
+) -> Any:
+    """The source bound to the connection, with the resources asked for; `since` warned
+    about when the workspace already has cursors (it applies to a first run only)."""
+    source = signing_source(connection)
+    if options.resources:
+        source = source.with_resources(*chosen_resources(options.resources))
+    if options.since and not options.full_refresh:
+        pipeline.sync_destination()
+        if describe_sync(pipeline.state):
+            control.stats.warn(
+                "--since is ignored: this workspace already has cursors "
+                "(--full-refresh starts again from --since)"
+            )
+    return source
+
+
+def _record_before_pipeline(
+    warehouse: Warehouse,
+    control: RunControl,
+    started: datetime,
+    workspace: tuple[str | None, str | None],
+    error: BaseException,
+) -> None:
+    """Record a run that ended before its pipeline existed (a refused key, a service that does
+    not answer, a setting found wrong) in the warehouse, so that `status` shows it. A warehouse
+    never loaded is left as it was (nothing at all), and one that is itself what failed cannot
+    take the record."""
+    code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
+    ended = LoadResult(
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        stats=control.stats,
+        stopped=failure_reason(error),
+        exit_code=code,
+        workspace_id=workspace[0],
+        workspace_name=workspace[1],
+    )
+    if isinstance(error, WarehouseError) or not warehouse.loaded_before():
+        return  # no warehouse to account in yet (a first run leaves nothing behind)
+    with contextlib.suppress(Exception), warehouse.sql_client() as client:
+        record_run(client, ended.record(control.run_id))
 
 
 def _workspace_pipeline(
@@ -207,9 +259,8 @@ def _run(
     workspace_id, workspace_name = workspace
     stats = control.stats
     try:
-        with stop_on_signals(control):
-            steps = _Steps()
-            info = steps.run(pipeline, source, control.stats)
+        steps = _Steps()
+        info = steps.run(pipeline, source, control.stats)
     except Exception as error:
         failed = LoadResult(
             started_at=started,
@@ -220,8 +271,8 @@ def _run(
             workspace_id=workspace_id,
             workspace_name=workspace_name,
         )
-        with contextlib.suppress(Exception):  # the warehouse itself may be what failed
-            record_run(pipeline, failed.record(control.run_id))
+        with contextlib.suppress(Exception), pipeline.sql_client() as client:
+            record_run(client, failed.record(control.run_id))  # the warehouse may have failed
         raise
     reason = control.reason
     result = LoadResult(
@@ -237,7 +288,8 @@ def _run(
         load_info=info,
     )
     record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
-    record_run(pipeline, result.record(control.run_id))
+    with pipeline.sql_client() as client:
+        record_run(client, result.record(control.run_id))
     return result
 
 
@@ -266,18 +318,22 @@ class _Steps:
                 pipeline.normalize()
             with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
                 pipeline.load()
+        stats.enter("fetching")
         extracted = self._timed("extract", pipeline.extract, source)
         file_format = pipeline.destination.caps_params.get("loader_file_format_selector")
         if isinstance(file_format, LoadFileFormat):
             file_format.choose_for(_records_in(extracted))
+        stats.enter("normalizing")
         normalized = self._timed("normalize", pipeline.normalize)
         self.rows = {
             table: n
             for table, n in (normalized.row_counts if normalized else {}).items()
             if not table.startswith("_dlt")
         }
+        stats.enter("loading")
         with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
             info: LoadInfo = self._timed("load", pipeline.load)
+        stats.enter("recording")
         return info
 
     def _timed(self, step: str, call: Any, *args: Any) -> Any:
