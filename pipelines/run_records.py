@@ -38,11 +38,12 @@ RUN_COLUMNS: dict[str, str] = {
     "waited_seconds": "double precision",
     "request_seconds": "double precision",
     "truncated_trails": "bigint",
+    "deletions": "varchar",
     "rows": "varchar",
     "requests_by_endpoint": "varchar",
     "warnings": "varchar",
 }
-_JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings")
+_JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings", "deletions")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ class RunRecord:
     waited_seconds: float = 0.0
     request_seconds: float = 0.0
     truncated_trails: int = 0
+    # Per list checked for deleted records: the check (`count`, `full`, `incomplete`), its
+    # requests, the last full check's time, records found gone and marked, whether refused.
+    deletions: dict[str, dict[str, Any]] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
     requests_by_endpoint: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)

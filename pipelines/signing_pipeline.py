@@ -23,8 +23,9 @@ from typing import Any, Protocol
 import dlt
 from dlt.common.pipeline import ExtractInfo, LoadInfo
 
+from pipelines.deletions import PipelineRecords, mark_deletions
 from pipelines.errors import failure_reason
-from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
+from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
 from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
 from pipelines.workspace_state import (
@@ -34,10 +35,12 @@ from pipelines.workspace_state import (
     pipeline_name_for,
 )
 from sources.signing import (
+    Deletions,
     Interrupted,
     RunControl,
     RunStats,
     RunStopped,
+    TableDeletions,
     chosen_resources,
     connect,
     describe_sync,
@@ -60,6 +63,8 @@ class LoadOptions:
     full_refresh: bool = False  # this workspace's rows and state deleted, then a full load
     resources: tuple[str, ...] | None = None  # a subset of the source's resources
     max_requests: int | None = None  # stop cleanly after this many requests (exit 75)
+    reconcile: bool = False  # a full pass over every list's ids for deleted records
+    allow_mass_delete: bool = False  # mark what a full pass found gone, whatever its share
 
 
 @dataclass
@@ -76,6 +81,8 @@ class LoadResult:
     workspace_id: str | None = None
     workspace_name: str | None = None  # the configured entry (`--workspace`)
     load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
+    deletions: list[TableDeletions] = field(default_factory=list)  # per list checked
+    marked: dict[str, int] = field(default_factory=dict)  # records marked deleted per table
 
     @property
     def seconds(self) -> float:
@@ -103,6 +110,7 @@ class LoadResult:
             waited_seconds=stats.waited_seconds,
             request_seconds=stats.request_seconds,
             truncated_trails=stats.truncated_trails,
+            deletions={d.table: d.to_record() for d in self.deletions},
             rows=dict(self.rows),
             requests_by_endpoint=dict(stats.by_endpoint),
             warnings=list(stats.warnings),
@@ -159,12 +167,15 @@ def load_incremental(
             connection = connect(
                 since=options.since,
                 max_requests=options.max_requests,
+                reconcile=options.reconcile,
+                allow_mass_delete=options.allow_mass_delete,
                 control=control,
                 **source_settings,
             )
             workspace_id = connection.workspace_id
             folder = held.enter_context(place.workspace_session(workspace_id))
             pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
+            connection.deletions.warehouse = PipelineRecords(pipeline, workspace_id)
             source = signing_source(connection)
             if options.resources:
                 source = source.with_resources(*chosen_resources(options.resources))
@@ -175,7 +186,8 @@ def load_incremental(
                         "--since is ignored: this workspace already has cursors "
                         "(--full-refresh starts again from --since)"
                     )
-            return _run(pipeline, source, control, started, (workspace_id, workspace_name))
+            workspace = (workspace_id, workspace_name)
+            return _run(pipeline, source, control, started, workspace, connection.deletions)
     finally:
         control.finish()
 
@@ -201,9 +213,10 @@ def _run(
     control: RunControl,
     started: datetime,
     workspace: tuple[str, str | None],
+    deletions: Deletions,
 ) -> LoadResult:
-    """Run the pipeline with signals turned into a clean stop, then record the run of
-    `workspace` (its id, and the configured name it ran as)."""
+    """Run the pipeline with signals turned into a clean stop, mark what it found deleted,
+    then record the run of `workspace` (its id, and the configured name it ran as)."""
     workspace_id, workspace_name = workspace
     stats = control.stats
     try:
@@ -224,17 +237,25 @@ def _run(
             record_run(pipeline, failed.record(control.run_id))
         raise
     reason = control.reason
+    decided = deletions.decide()
+    marked = mark_deletions(
+        pipeline, workspace_id, decided, deletions.settings.mode, datetime.now(UTC)
+    )
+    refused = "; ".join(d.refused for d in decided if d.refused)
+    codes = [reason.exit_code if reason else EXIT_DONE, EXIT_FAILED if refused else EXIT_DONE]
     result = LoadResult(
         started_at=started,
         finished_at=datetime.now(UTC),
         stats=stats,
         rows=steps.rows,
-        stopped=stats.stop_reason,
+        stopped="; ".join(filter(None, [refused, stats.stop_reason])) or None,
         step_seconds=steps.seconds,
-        exit_code=reason.exit_code if reason else EXIT_DONE,
+        exit_code=worst_exit_code(codes),
         workspace_id=workspace_id,
         workspace_name=workspace_name,
         load_info=info,
+        deletions=decided,
+        marked=marked,
     )
     record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     record_run(pipeline, result.record(control.run_id))
