@@ -72,6 +72,13 @@ MaxRequestsOption = Annotated[
     int | None,
     typer.Option(min=1, help="Stop cleanly after this many requests per workspace (exit 75)."),
 ]
+ReconcileOption = Annotated[
+    bool, typer.Option("--reconcile", help="Page every list's ids to find deleted records.")
+]
+AllowMassDeleteOption = Annotated[
+    bool,
+    typer.Option("--allow-mass-delete", help="Mark what a full check found deleted, any share."),
+]
 LoadDestination = Annotated[
     str, typer.Option(help="Any dlt destination; its credentials come from dlt config.")
 ]
@@ -130,6 +137,8 @@ def load(
     destination: LoadDestination = DEFAULT_DESTINATION,
     no_models: Annotated[bool, typer.Option("--no-models", help="Skip the dbt models.")] = False,
     parallel: ParallelOption = 1,
+    reconcile: ReconcileOption = False,
+    allow_mass_delete: AllowMassDeleteOption = False,
 ) -> None:
     """Run one incremental sync of each configured workspace into the warehouse (then the
     models). Workspaces load one after another (or `--parallel N` at once where the
@@ -156,7 +165,7 @@ def load(
     except SigningEtlError as error:
         raise fail(str(error)) from None
     chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
-    options = LoadOptions(since, full_refresh, chosen, max_requests)
+    options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
     several = len(entries) > 1
     loads = load_workspaces(
         entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)

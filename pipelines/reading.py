@@ -3,14 +3,22 @@ and rows, read through the warehouse's read-only reader (any destination), never
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.deletions import deleted_rows
 from pipelines.run_records import RunRecord, read_runs
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
 from pipelines.workspace_state import StoredState, pipeline_name_for, stored_states
-from sources.signing import EVENTS_LIMIT, SOURCE_TABLES, ResourceSyncStatus, describe_sync
+from sources.signing import (
+    EVENTS_LIMIT,
+    SOURCE_TABLES,
+    FullCheck,
+    ResourceSyncStatus,
+    describe_deletions,
+    describe_sync,
+)
 
 RECENT_RUNS = 5  # runs `signing-etl status` lists
 
@@ -25,6 +33,10 @@ class WorkspaceStatus:
     resources: list[ResourceSyncStatus]
     row_counts: dict[str, int]
     truncated_trails: int = 0  # shipments whose loaded audit trail is the API's cap (500)
+    # Per list: the last full check for deleted records (when, its requests, what it found),
+    # and the records the warehouse holds marked deleted.
+    deletion_checks: dict[str, FullCheck] = field(default_factory=dict)
+    deleted_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def configured_as(self) -> str | None:
@@ -111,6 +123,7 @@ def read_status(client: SqlClient, warehouse: Path) -> Status:
             names_by_id.setdefault(run.workspace_id, None)
     states = stored_states(client)
     truncated = _truncated_trails(client, columns)
+    marked = deleted_rows(client, columns)
     workspaces = [
         WorkspaceStatus(
             workspace_id=workspace_id,
@@ -119,6 +132,8 @@ def read_status(client: SqlClient, warehouse: Path) -> Status:
             resources=describe_sync(_state_of(states, workspace_id)),
             row_counts=counts.get(workspace_id, {}),
             truncated_trails=truncated.get(workspace_id, 0),
+            deletion_checks=describe_deletions(_state_of(states, workspace_id)),
+            deleted_rows=marked.get(workspace_id, {}),
         )
         for workspace_id, name in sorted(names_by_id.items(), key=lambda i: (i[1] or "", i[0]))
     ]

@@ -21,7 +21,7 @@ from pipelines.run_records import RunRecord
 from pipelines.signing_pipeline import LoadResult
 from pipelines.workspace_loads import WorkspaceLoad
 from pipelines.workspaces import WorkspaceEntry
-from sources.signing import EVENTS_LIMIT, RunControl, RunStats
+from sources.signing import EVENTS_LIMIT, RunControl, RunStats, TableDeletions
 
 out = output.stdout_console()
 
@@ -103,6 +103,7 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             request_seconds=round(stats.request_seconds, 3),
             seconds=round(seconds, 3),
             truncated_trails=stats.truncated_trails,
+            deletions={d.table: d.to_record() for d in result.deletions},
             workspace_id=result.workspace_id,
             workspace=result.workspace_name,
         )
@@ -114,7 +115,11 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             table.add_row("(nothing changed)", "0")
         out.print(table)
         out.print(costs_line(stats, seconds), highlight=False)
+        if result.deletions:
+            out.print(deletions_line(result.deletions), highlight=False)
     prefix = f"workspace {result.workspace_name}: " if several else ""
+    if several and result.deletions and not output.is_json():
+        output.info(prefix + deletions_line(result.deletions))
     if stats.truncated_trails:
         output.warning(
             f"{prefix}{stats.truncated_trails} audit trails were cut at the API's "
@@ -122,6 +127,19 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
         )
     for warning in stats.warnings:
         output.warning(prefix + warning)
+
+
+def deletions_line(deletions: list[TableDeletions]) -> str:
+    """What the run's checks for deleted records found and cost, per list, in one line."""
+    parts = []
+    for each in deletions:
+        found = f"{len(each.found):,} gone, {len(each.marked):,} marked deleted"
+        check = f"{each.check} check" if each.check else "no check"
+        requests = f"{each.check_requests:,} request{'s' if each.check_requests != 1 else ''}"
+        last = f"; last full check {each.full_check_at}" if each.full_check_at else ""
+        again = f", {each.seen_again:,} listed again" if each.seen_again else ""
+        parts.append(f"{each.table} {found}{again} ({check}, {requests}{last})")
+    return "Deleted records: " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------------- status
@@ -149,6 +167,7 @@ def print_status(found: Status, warehouse: Path) -> None:
     else:
         for workspace in found.workspaces:
             _print_workspace(workspace, warehouse)
+    _print_deletion_checks(found.workspaces, several)
 
 
 def _label(workspace: WorkspaceStatus) -> str:
@@ -211,6 +230,28 @@ def _print_workspace(workspace: WorkspaceStatus, warehouse: Path) -> None:
     for table, count in workspace.row_counts.items():
         counts.add_row(table, f"{count:,}")
     out.print(counts)
+
+
+def _print_deletion_checks(workspaces: list[WorkspaceStatus], several: bool) -> None:
+    """Per workspace and list: the last full check for deleted records (when, its requests,
+    what it found) and the rows the warehouse holds marked deleted."""
+    if not any(w.deletion_checks or w.deleted_rows for w in workspaces):
+        return
+    headers = ["list", "last full check", "its requests", "found gone", "marked in raw"]
+    table = PlainTable(*(["workspace"] if several else []), *headers, title="Deleted records")
+    for workspace in workspaces:
+        lists = list(dict.fromkeys([*workspace.deletion_checks, *workspace.deleted_rows]))
+        for name in lists:
+            check = workspace.deletion_checks.get(name)
+            table.add_row(
+                *([_label(workspace)] if several else []),
+                name,
+                (check.at if check else None) or "never",
+                f"{check.requests:,}" if check and check.at else "",
+                f"{check.found:,}" if check and check.at else "",
+                f"{workspace.deleted_rows.get(name, 0):,}",
+            )
+    out.print(table)
 
 
 def _outcome(run: RunRecord) -> str:

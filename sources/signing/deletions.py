@@ -55,14 +55,18 @@ class FullCheck:
     """A list's last complete pass over its ids, kept in the list resource's state.
 
     `at`: when it began, by the service's clock (ISO); `requests` it cost; `found`: records it
-    found gone; `unlisted`: records the list held that the warehouse does not (older than
-    `--since`, or restored after a hard delete), which the next count check expects."""
+    found gone; `unlisted`: records the list held that the warehouse does not, which the next
+    count check expects (older than `--since`). `whole_history`: the warehouse was loaded from
+    the list's beginning, so a full pass loads what it holds not (a record restored after a
+    hard delete, or deleted before the first load and restored since) instead of counting it;
+    unknown for warehouses loaded before these checks existed, which are taken as partial."""
 
     table: str
     at: str | None = None
     requests: int = 0
     found: int = 0
     unlisted: int = 0
+    whole_history: bool = False
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -71,6 +75,7 @@ class FullCheck:
             "requests": self.requests,
             "found": self.found,
             "unlisted": self.unlisted,
+            "whole_history": self.whole_history,
         }
 
     @classmethod
@@ -83,6 +88,7 @@ class FullCheck:
             requests=int(state.get("requests", 0)),
             found=int(state.get("found", 0)),
             unlisted=int(state.get("unlisted", 0)),
+            whole_history=bool(state.get("whole_history", False)),
         )
 
 
@@ -94,7 +100,7 @@ class CheckOutcome:
     requests: int
     full_check_at: str | None  # the list's last complete full pass, this one or an earlier
     gone: frozenset[str] = frozenset()  # ids a complete full pass did not see
-    seen_again: frozenset[str] = frozenset()  # ids marked deleted that the pass saw live
+    seen_again: frozenset[str] = frozenset()  # ids marked deleted (or not held) it saw live
     live: int | None = None  # the warehouse's live rows of the table when it was checked
 
 

@@ -50,7 +50,8 @@ def reconcile(context: SyncContext, name: str, state: dict[str, Any]) -> Iterato
         # is what the warehouse does not hold (a first load from --since), and the next count
         # check expects it.
         unlisted = max(0, (page.total or 0) - len(listed))
-        kept = FullCheck(name, to_iso(answered_at), 1, 0, unlisted)
+        whole = context.initial_since is None
+        kept = FullCheck(name, to_iso(answered_at), 1, 0, unlisted, whole)
         state[settings.STATE_DELETIONS] = kept.to_state()
         deletions.checked(name, CheckOutcome("count", 1, kept.at, live=0))
         return
@@ -86,8 +87,9 @@ def _full_check(
     live after this run, marked deleted, loaded by this run) and the pass did not see is gone."""
     live, deleted, listed = held
     deletions = context.deletions
-    last_at = FullCheck.from_state(name, state.get(settings.STATE_DELETIONS)).at
-    scan = _IdPass(context, name, deleted)
+    last = FullCheck.from_state(name, state.get(settings.STATE_DELETIONS))
+    last_at = last.at
+    scan = _IdPass(context, name, deleted, live | deleted if last.whole_history else None)
     try:
         yield from scan.pages()
     except RunStopped:
@@ -97,8 +99,10 @@ def _full_check(
         deletions.checked(name, CheckOutcome("incomplete", 1 + scan.requests, last_at))
         return
     gone = live - scan.seen
-    unlisted = len(scan.seen - live - deleted - listed)
-    done = FullCheck(name, to_iso(scan.started), scan.requests, len(gone), unlisted)
+    unlisted = 0 if last.whole_history else len(scan.seen - live - deleted - listed)
+    done = FullCheck(
+        name, to_iso(scan.started), scan.requests, len(gone), unlisted, last.whole_history
+    )
     state[settings.STATE_DELETIONS] = done.to_state()
     outcome = CheckOutcome(
         "full",
@@ -113,13 +117,18 @@ def _full_check(
 
 class _IdPass:
     """A pass over every record of a list, then catch-up passes over what changed while it
-    paged, until one fits in one request: `seen` is then every record the list held."""
+    paged, until one fits in one request: `seen` is then every record the list held. The
+    records it yields are those the warehouse holds marked deleted (`deleted`), and when it
+    holds the whole history (`held` given), those it does not hold at all."""
 
-    def __init__(self, context: SyncContext, name: str, deleted: set[str]) -> None:
+    def __init__(
+        self, context: SyncContext, name: str, deleted: set[str], held: set[str] | None
+    ) -> None:
         self.context = context
         self.name = name
         self.path, self.extra = settings.LIST_ENDPOINTS[name]
         self.deleted = deleted
+        self.held = held
         self.seen: set[str] = set()
         self.seen_again: set[str] = set()
         self.requests = 0
@@ -161,7 +170,8 @@ class _IdPass:
         for record in records:
             record_id = str(record["id"])
             self.seen.add(record_id)
-            if record_id in self.deleted and record_id not in self.seen_again:
+            missing = self.held is not None and record_id not in self.held
+            if (record_id in self.deleted or missing) and record_id not in self.seen_again:
                 self.seen_again.add(record_id)
                 again.append(dict(record))
         return again
