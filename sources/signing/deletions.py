@@ -139,7 +139,7 @@ class Deletions:
 
     settings: DeletionSettings = field(default_factory=DeletionSettings)
     warehouse: WarehouseRecords | None = None  # None: no reconciliation (no warehouse to ask)
-    _listed: dict[str, set[str]] = field(default_factory=dict)
+    _listed: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> `created_at`
     _caught_up: set[str] = field(default_factory=set)
     _not_found: dict[str, set[str]] = field(default_factory=dict)
     _checks: dict[str, CheckOutcome] = field(default_factory=dict)
@@ -148,7 +148,8 @@ class Deletions:
     def listed(self, table: str, records: Iterable[Record]) -> None:
         """Records the run's pass over a list loads: the warehouse holds them live after it."""
         with self._lock:
-            self._listed.setdefault(table, set()).update(str(r["id"]) for r in records)
+            listed = self._listed.setdefault(table, {})
+            listed.update((str(r["id"]), r.get("created_at")) for r in records)
 
     def caught_up(self, table: str) -> None:
         """The run read every change of the list since its cursor (no stop, no give-up)."""
@@ -162,6 +163,11 @@ class Deletions:
     def listed_ids(self, table: str) -> set[str]:
         with self._lock:
             return set(self._listed.get(table, ()))
+
+    def created_at(self, table: str, record_id: str) -> Any:
+        """The `created_at` a listed record had, as the service wrote it (None if absent)."""
+        with self._lock:
+            return self._listed.get(table, {}).get(record_id)
 
     def not_found(self, table: str, record_id: str) -> None:
         """A 404 on the record, or on one of a shipment's children: it is gone."""

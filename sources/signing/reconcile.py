@@ -56,6 +56,8 @@ def reconcile(context: SyncContext, name: str, state: dict[str, Any]) -> Iterato
         deletions.checked(name, CheckOutcome("count", 1, kept.at, live=0))
         return
     held = warehouse.ids(name) if listed else None  # only the count, when nothing was loaded
+    if held:
+        last.unlisted -= _formerly_unlisted(context, name, last, listed - held[0] - held[1])
     expected = (len(held[0] | listed) if held else live_count) + last.unlisted
     if page.total is None:
         context.client.stats.warn(
@@ -63,10 +65,29 @@ def reconcile(context: SyncContext, name: str, state: dict[str, Any]) -> Iterato
             "to find deleted records"
         )
     if page.total == expected and not _due(context, last, answered_at):
+        state[settings.STATE_DELETIONS] = last.to_state()
         deletions.checked(name, CheckOutcome("count", 1, last.at, live=live_count))
         return
     live, deleted = held or warehouse.ids(name)
     yield from _full_check(context, name, state, (live | listed, deleted, listed))
+
+
+def _formerly_unlisted(context: SyncContext, name: str, last: FullCheck, new: set[str]) -> int:
+    """Of the records this run loads that the warehouse did not hold, those created before the
+    last full check: the list held them then, unloaded (older than --since), and counted them
+    in `unlisted`; now that one changed, the warehouse holds it. Records without a usable
+    `created_at` are not counted (a full pass then settles the count)."""
+    if not last.unlisted or last.at is None:
+        return 0
+    checked_at = parse_iso(last.at)
+    formerly = 0
+    for record_id in new:
+        created = context.deletions.created_at(name, record_id)
+        try:
+            formerly += isinstance(created, str) and parse_iso(created) < checked_at
+        except ValueError:
+            continue
+    return min(formerly, last.unlisted)
 
 
 def _due(context: SyncContext, last: FullCheck, now: datetime) -> bool:
