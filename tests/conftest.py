@@ -11,7 +11,7 @@ import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, SandboxFactory, client_for
-from tests.support.destinations import WarehouseUnderTest
+from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 from tests.support.postgres import PostgresServer, in_ci, missing_server, running_postgres
 
 
@@ -79,11 +79,8 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
+@pytest.fixture(params=DESTINATIONS)
 def each_destination(request: pytest.FixtureRequest, tmp_path: Path) -> WarehouseUnderTest:
     """An empty warehouse on each backend in turn: a DuckDB file, then a new database of the
     session's PostgreSQL server (started only by the tests that ask for it)."""
-    if request.param == "duckdb":
-        return WarehouseUnderTest(tmp_path / "signing.duckdb")
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    return WarehouseUnderTest(tmp_path / "postgres" / "signing.duckdb", server.create_database())
+    return warehouse_under_test(request.param, tmp_path, request)

@@ -17,7 +17,16 @@ import pytest
 from pipelines.models import ModelsResult, build_models
 from pipelines.signing_pipeline import load_incremental
 from sandbox import RunningSandbox, Shipment, Store
-from tests.support import FAST, SandboxFactory, admin, earliest, ms_of, pointed_at, week_of
+from tests.support import (
+    FAST,
+    MODELS_BUILT,
+    SandboxFactory,
+    admin,
+    earliest,
+    ms_of,
+    pointed_at,
+    week_of,
+)
 
 HOUR_MS = 3_600_000
 Numbers = dict[str, Any]
@@ -196,7 +205,7 @@ def load_and_build(running: RunningSandbox, warehouse: Path) -> ModelsResult:
     assert result.success, result.summary
     assert result.models_errored == 0
     assert result.tests_errored == 0
-    assert result.models_passed == 16
+    assert result.models_passed == MODELS_BUILT
     return result
 
 

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 
 from pipelines.environment import environment_set
 from pipelines.warehouse import Warehouse
 
-from .postgres import PostgresDatabase
+from .postgres import PostgresDatabase, PostgresServer
 from .truth import Rows, actual, actual_in_postgres
+
+DESTINATIONS = ("duckdb", "postgres")
 
 
 @dataclass(frozen=True)
@@ -72,3 +75,14 @@ class WarehouseUnderTest:
             return actual(self.path, workspace_id, deleted=deleted)
         with closing(self.database.connect()) as connection:
             return actual_in_postgres(connection, workspace_id, deleted=deleted)
+
+
+def warehouse_under_test(
+    destination: str, folder: Path, request: pytest.FixtureRequest
+) -> WarehouseUnderTest:
+    """An empty warehouse in `folder` on `destination`: a DuckDB file, or a new database of the
+    session's PostgreSQL server (the `postgres_server` fixture, started only when asked for)."""
+    if destination == "duckdb":
+        return WarehouseUnderTest(folder / "signing.duckdb")
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return WarehouseUnderTest(folder / "postgres" / "signing.duckdb", server.create_database())
