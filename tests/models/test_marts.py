@@ -59,7 +59,8 @@ def truth(store: Store) -> Numbers:
     received: dict[str, set[str]] = {c: set() for c in contact_ids}
     signed_by: dict[str, set[str]] = {c: set() for c in contact_ids}
     for s, r in recipients:
-        if r.contact_id is not None and r.sent_at is not None:
+        # A recipient drawn from a contact the application has deleted since counts for none.
+        if r.contact_id in received and r.sent_at is not None:
             received[r.contact_id].add(s.id)
             if r.signed_at is not None:
                 signed_by[r.contact_id].add(s.id)

@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
+from pipelines.models import build_models
 from pipelines.reading import status as warehouse_status
+from pipelines.report import snapshot_marts
 from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental
 from sandbox import RunningSandbox
+from tests.models.test_marts import assert_marts_match
 from tests.support import (
     FAST,
     SandboxFactory,
@@ -82,6 +85,25 @@ def assert_live_rows_equal_the_sandbox(place: WarehouseUnderTest, running: Runni
     assert compare(deleted_rows(running.store), place.actual(deleted=True)) == {}
 
 
+def assert_marts_equal_the_sandbox(
+    place: WarehouseUnderTest, running: RunningSandbox, folder: Path
+) -> None:
+    """The models build, and their numbers are the sandbox's live records' (deleted records
+    in none of them; a live document counts its deleted shipments apart)."""
+    with place.configured() as warehouse:
+        built = build_models(warehouse)
+        assert built.success, built.summary
+        marts = (
+            place.path if place.database is None else snapshot_marts(warehouse, folder / "m.duckdb")
+        )
+    assert_marts_match(marts, running.store)
+    with running.store.lock:
+        live_documents = set(running.store.documents.by_id)
+        deleted = [s.document_id for s in running.store.deleted.shipments.values()]
+    counted = place.query("select sum(count_shipments_deleted) from marts.dim_documents")
+    assert counted == [(sum(d in live_documents for d in deleted),)]
+
+
 def assert_checks(result: LoadResult, kind: str, requests: int | None = None) -> None:
     """Every list was checked as `kind`, each at `requests` requests when given."""
     checks = {d.table: (d.check, d.check_requests) for d in result.deletions}
@@ -93,7 +115,7 @@ def assert_checks(result: LoadResult, kind: str, requests: int | None = None) ->
 
 # ---------------------------------------------------------------------- marking
 def test_a_reconciling_load_marks_exactly_the_deleted_records_of_every_kind(
-    make_sandbox: SandboxFactory, each_destination: WarehouseUnderTest
+    make_sandbox: SandboxFactory, each_destination: WarehouseUnderTest, tmp_path: Path
 ) -> None:
     running = make_sandbox(shipments=120, limits_enabled=False)
     place = each_destination
@@ -113,6 +135,7 @@ def test_a_reconciling_load_marks_exactly_the_deleted_records_of_every_kind(
     assert_live_rows_equal_the_sandbox(place, running)
     assert_checks(found, "full")
     assert found.marked == {kind: len(ids) for kind, ids in gone.items()}
+    assert_marts_equal_the_sandbox(place, running, tmp_path)
 
     # Counts agree now: one request per list on the check, beside the list's own pass.
     agreed = load(place, running)
@@ -285,11 +308,14 @@ def test_hard_deletes_leave_no_row_of_the_record_or_its_children(
     make_sandbox: SandboxFactory,
     each_destination: WarehouseUnderTest,
     monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     running = make_sandbox(shipments=120, limits_enabled=False)
     place = each_destination
     monkeypatch.setenv("SOURCES__SIGNING__DELETES", "hard")
     load(place, running)
+    with place.configured() as warehouse:  # the snapshots keep versions of every record
+        assert build_models(warehouse).success
     gone = {kind: delete(running, kind, count=2) for kind in KINDS}
 
     removed = load(place, running)
@@ -303,6 +329,18 @@ def test_hard_deletes_leave_no_row_of_the_record_or_its_children(
             column = "id" if table == kind else f"{kind[:-1]}_id"
             left = place.query(f"select count(*) from raw.{table} where {column} in (?, ?)", *ids)
             assert left == [(0,)], (table, ids)
+    # Their versions are erased from the snapshots too (an erasure leaves no history).
+    for snapshot, column in (
+        ("snp_signing__shipments", "shipment_id"),
+        ("snp_signing__recipients", "shipment_id"),
+        ("snp_signing__contacts", "contact_id"),
+    ):
+        kind = f"{column[:-3]}s"
+        left = place.query(
+            f"select count(*) from snapshots.{snapshot} where {column} in (?, ?)", *gone[kind]
+        )
+        assert left == [(0,)], snapshot
+    assert_marts_equal_the_sandbox(place, running, tmp_path)
 
 
 def test_an_unknown_delete_mode_is_refused_in_one_line_before_any_request(
