@@ -173,7 +173,7 @@ def test_funnel_notebook_with_marts_but_no_sent_shipment_says_so(tmp_path: Path)
         connection.execute("create schema marts")
         for name in ("fct_recipients", "fct_signing_funnel", "fct_time_to_sign"):
             connection.execute(f"create table marts.{name} (id varchar)")
-        for name in ("dim_documents", "dim_contacts"):
+        for name in ("dim_documents", "dim_contacts", "fct_waiting_by_day"):
             connection.execute(f"create table marts.{name} (id varchar)")
         connection.execute("create table marts.fct_shipments (shipment_id varchar, is_sent bool)")
         connection.execute("insert into marts.fct_shipments values ('shp_1', false)")
