@@ -40,6 +40,9 @@ EXAMPLE_QUERIES = (
     "  select document_name, median_hours_to_sign, p90_hours_to_sign\n"
     "  from marts.fct_time_to_sign where time_grain = 'document'\n"
     "  order by p90_hours_to_sign desc limit 10;",
+    "-- the signers shipments are waiting on now, longest first\n"
+    "  select shipment_id, recipient_id, waiting_since from marts.fct_signer_waits\n"
+    "  where is_waiting order by waiting_since limit 10;",
 )
 
 
