@@ -1,8 +1,9 @@
 """The demo: everything working on a fresh machine with no key and no configuration.
 
 A sandbox starts in this process with its clock four weeks back, the pipeline loads it, the
-clock moves a week at a time with an incremental load after each, the models are built, and
-the report is written if the notebook exists.
+clock moves a week at a time with an incremental load after each (the application deletes a
+few records meanwhile, which the loads find and mark), the models are built, and the report
+is written if the notebook exists.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
 DEMO_RATE = 400.0
 DEMO_BURST = 400
+# The application deletes this share of each kind's live records per simulated day, so the
+# weekly loads find deletions to mark (about 1.4% a week: well under the 10% that a load
+# refuses to mark as a mass deletion). `signing-etl sandbox` serves with it too.
+DEMO_DELETE_RATE = 0.002
 
 EXAMPLE_QUERIES = (
     "-- completion by week of sending\n"
@@ -35,6 +40,9 @@ EXAMPLE_QUERIES = (
     "  select document_name, median_hours_to_sign, p90_hours_to_sign\n"
     "  from marts.fct_time_to_sign where time_grain = 'document'\n"
     "  order by p90_hours_to_sign desc limit 10;",
+    "-- the signers shipments are waiting on now, longest first\n"
+    "  select shipment_id, recipient_id, waiting_since from marts.fct_signer_waits\n"
+    "  where is_waiting order by waiting_since limit 10;",
 )
 
 
@@ -94,6 +102,7 @@ def run_demo(
         requests_per_minute=60 * int(DEMO_RATE),
         ip_requests_per_second=2 * DEMO_RATE,
         ip_burst=2 * DEMO_BURST,
+        delete_rate=DEMO_DELETE_RATE,
     )
     result = DemoResult(place)
     say(f"Starting the sandbox: {shipments:,} shipments of history up to {start:%Y-%m-%d}…")
@@ -123,7 +132,8 @@ def _load(warehouse: Warehouse) -> LoadResult:
 
 def _line(result: LoadResult) -> str:
     rows = sum(result.rows.values())
+    marked = sum(result.marked.values())
     return (
-        f"  {rows:,} rows, {result.stats.requests:,} requests, "
-        f"{result.stats.throttled} 429s, {result.seconds:.1f} s"
+        f"  {rows:,} rows, {marked:,} deleted records found, {result.stats.requests:,} "
+        f"requests, {result.stats.throttled} 429s, {result.seconds:.1f} s"
     )

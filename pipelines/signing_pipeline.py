@@ -24,8 +24,9 @@ import dlt
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
 from dlt.common.pipeline import ExtractInfo, LoadInfo
 
+from pipelines.deletions import PipelineRecords, mark_deletions
 from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
-from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
+from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
 from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
 from pipelines.workspace_state import (
@@ -35,12 +36,14 @@ from pipelines.workspace_state import (
     pipeline_name_for,
 )
 from sources.signing import (
+    Deletions,
     Interrupted,
     RunControl,
     RunStats,
     RunStopped,
     SigningAPIError,
     SyncContext,
+    TableDeletions,
     chosen_resources,
     connect,
     describe_sync,
@@ -63,6 +66,8 @@ class LoadOptions:
     full_refresh: bool = False  # this workspace's rows and state deleted, then a full load
     resources: tuple[str, ...] | None = None  # a subset of the source's resources
     max_requests: int | None = None  # stop cleanly after this many requests (exit 75)
+    reconcile: bool = False  # a full pass over every list's ids for deleted records
+    allow_mass_delete: bool = False  # mark what a full pass found gone, whatever its share
 
 
 @dataclass
@@ -79,6 +84,8 @@ class LoadResult:
     workspace_id: str | None = None
     workspace_name: str | None = None  # the configured entry (`--workspace`)
     load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
+    deletions: list[TableDeletions] = field(default_factory=list)  # per list checked
+    marked: dict[str, int] = field(default_factory=dict)  # records marked deleted per table
 
     @property
     def seconds(self) -> float:
@@ -106,6 +113,7 @@ class LoadResult:
             waited_seconds=stats.waited_seconds,
             request_seconds=stats.request_seconds,
             truncated_trails=stats.truncated_trails,
+            deletions={d.table: d.to_record() for d in self.deletions},
             rows=dict(self.rows),
             requests_by_endpoint=dict(stats.by_endpoint),
             warnings=list(stats.warnings),
@@ -168,6 +176,8 @@ def load_incremental(
                 connection = connect(
                     since=options.since,
                     max_requests=options.max_requests,
+                    reconcile=options.reconcile,
+                    allow_mass_delete=options.allow_mass_delete,
                     control=control,
                     **source_settings,
                 )
@@ -179,10 +189,10 @@ def load_incremental(
             except (SigningEtlError, SigningAPIError, ConfigFieldMissingException) as error:
                 _record_before_pipeline(place, control, started, workspace, error)
                 raise
+            connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
             source = _source_for(connection, pipeline, options, control)
-            return _run(
-                pipeline, source, control, started, (connection.workspace_id, workspace_name)
-            )
+            ran_as = (connection.workspace_id, workspace_name)
+            return _run(pipeline, source, control, started, ran_as, connection.deletions)
     finally:
         control.finish()
 
@@ -253,9 +263,10 @@ def _run(
     control: RunControl,
     started: datetime,
     workspace: tuple[str, str | None],
+    deletions: Deletions,
 ) -> LoadResult:
-    """Run the pipeline with signals turned into a clean stop, then record the run of
-    `workspace` (its id, and the configured name it ran as)."""
+    """Run the pipeline with signals turned into a clean stop, mark what it found deleted,
+    then record the run of `workspace` (its id, and the configured name it ran as)."""
     workspace_id, workspace_name = workspace
     stats = control.stats
     try:
@@ -275,17 +286,25 @@ def _run(
             record_run(client, failed.record(control.run_id))  # the warehouse may have failed
         raise
     reason = control.reason
+    decided = deletions.decide()
+    marked = mark_deletions(
+        pipeline, workspace_id, decided, deletions.settings.mode, datetime.now(UTC)
+    )
+    refused = "; ".join(d.refused for d in decided if d.refused)
+    codes = [reason.exit_code if reason else EXIT_DONE, EXIT_FAILED if refused else EXIT_DONE]
     result = LoadResult(
         started_at=started,
         finished_at=datetime.now(UTC),
         stats=stats,
         rows=steps.rows,
-        stopped=stats.stop_reason,
+        stopped="; ".join(filter(None, [refused, stats.stop_reason])) or None,
         step_seconds=steps.seconds,
-        exit_code=reason.exit_code if reason else EXIT_DONE,
+        exit_code=worst_exit_code(codes),
         workspace_id=workspace_id,
         workspace_name=workspace_name,
         load_info=info,
+        deletions=decided,
+        marked=marked,
     )
     record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     with pipeline.sql_client() as client:
