@@ -99,4 +99,4 @@ final as (
 
 )
 
-select * from final
+{{ select_with_workspace_name('final') }}

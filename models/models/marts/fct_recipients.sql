@@ -71,7 +71,9 @@ milestones as (
         shipments.sign_mode,
         shipments.shipment_status,
         recipients.recipient_position,
+        recipients.recipient_name,
         recipients.recipient_email,
+        recipients.recipient_company,
         recipients.recipient_status,
         recipients.delivery_status,
         recipients.delivery_error,
@@ -163,6 +165,10 @@ final as (
         previous_recipient_id,
 
         -- properties
+        -- who: as staging holds them (hashed there under a privacy policy that hashes them)
+        recipient_name,
+        recipient_email,
+        recipient_company,
         signature_level,
         sign_mode,
         recipient_position,
@@ -208,4 +214,4 @@ final as (
 
 )
 
-select * from final
+{{ select_with_workspace_name('final') }}

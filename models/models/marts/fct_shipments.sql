@@ -177,6 +177,7 @@ final as (
             else 0
         end as funnel_stage_number,
         {{ week_start('sent_at') }} as sent_week,
+        {{ week_start('completed_at') }} as completed_week,
 
         -- counts
         count_recipients,

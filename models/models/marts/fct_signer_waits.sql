@@ -30,6 +30,10 @@ waits as (
         recipients.recipient_id,
         recipients.contact_id,
         recipients.document_id,
+        recipients.workspace_name,
+        recipients.recipient_name,
+        recipients.recipient_email,
+        recipients.recipient_company,
         recipients.recipient_position,
         recipients.flow_position,
         recipients.is_opened,
@@ -65,6 +69,10 @@ final as (
         document_id,
 
         -- properties
+        workspace_name,
+        recipient_name,
+        recipient_email,
+        recipient_company,
         recipient_position,
         flow_position,
         waiting_ended_by,

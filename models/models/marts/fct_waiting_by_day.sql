@@ -75,4 +75,4 @@ final as (
 
 )
 
-select * from final
+{{ select_with_workspace_name('final') }}

@@ -6,6 +6,7 @@
     ['plan', text],
     ['key_name', text],
     ['api_version', text],
+    ['_dlt_load_id', text],
 ] -%}
 
 with
@@ -24,7 +25,9 @@ renamed as (
         slug as workspace_slug,
         plan,
         key_name as api_key_name,
-        api_version
+        api_version,
+        -- the load that last wrote the row: every run asks /me, so the workspace's last load
+        _dlt_load_id as load_id
 
     from source
 
