@@ -1,10 +1,12 @@
-"""The funnel report on a warehouse with two workspaces whose ids collide: each workspace's
-funnel apart, with the numbers of its own sandbox store, or one workspace alone when named."""
+"""The funnel report on a warehouse with two workspaces whose ids collide, opened offline in
+headless Chromium and driven through its selectors: each workspace and period shows the numbers
+of its own sandbox store, or one workspace alone when named."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +17,11 @@ from pipelines.report import find_workspace, write_report
 from pipelines.signing_pipeline import load_incremental
 from pipelines.warehouse import LoadedWorkspace
 from sandbox import RunningSandbox, Store
-from tests.models.test_marts import truth
 from tests.models.workspaces import colliding_workspaces, load_every_workspace
-from tests.support import FAST, cli_env, describe, run_cli
+from tests.support import FAST, cli_env, describe, earliest, run_cli
+from tests.support.browser import offline_page
 
-ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
-CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
-TAG = re.compile(r"<[^>]+>")
-FUNNEL_LINE = re.compile(r"Of ([\d,]+) shipments sent, ([\d,]+) \(\d+%\) were completed\.")
+DAY_MS = 86_400_000
 
 
 @pytest.fixture(scope="module")
@@ -35,70 +34,76 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSa
         yield running, warehouse
 
 
-def funnel_numbers(store: Store) -> dict[str, int]:
-    """The report's funnel counts of one workspace, from its sandbox store."""
-    numbers: dict[str, Any] = truth(store)
+def day_of(ms: int) -> date:
+    return datetime.fromtimestamp(ms / 1000, UTC).date()
+
+
+def period_numbers(store: Store, first: date, last: date) -> dict[str, str]:
+    """What the explorer must show for one workspace and the days `first` to `last`, from the
+    sandbox's records: shipments sent in the period (their first sending), those opened and
+    completed, and the signers waited on now whom the document reached in the period."""
+    with store.lock:
+        sent = [
+            s
+            for s in store.shipments.by_id.values()
+            if (when := earliest([r.sent_at for r in s.recipients])) is not None
+            and first <= day_of(when) <= last
+        ]
+        waiting = [
+            (s.id, r.id)
+            for s in store.shipments.by_id.values()
+            if s.status == "sent"
+            for r in s.recipients
+            if r.sent_at is not None and r.signed_at is None and first <= day_of(r.sent_at) <= last
+        ]
     return {
-        "sent": numbers["sent"],
-        "opened": numbers["opened"],
-        # at least one signature: completed shipments are signed by every recipient
-        "signed": numbers["stages"]["signed"] + numbers["stages"]["completed"],
-        "completed": numbers["completed"],
+        "kpi-sent": f"{len(sent):,}",
+        "kpi-opened": f"{sum(any(r.first_opened_at for r in s.recipients) for s in sent):,}",
+        "kpi-completed": f"{sum(s.status == 'completed' for s in sent):,}",
+        "kpi-waiting-signers": f"{len(waiting):,}",
+        "kpi-waiting-shipments": f"{len({shipment for shipment, _ in waiting}):,}",
     }
 
 
-def summary_table(html: str) -> dict[str, dict[str, int]]:
-    """The report's table of workspaces: per workspace id, its funnel counts."""
-    table: dict[str, dict[str, int]] = {}
-    for row in ROW.findall(html):
-        cells = [TAG.sub("", cell).strip() for cell in CELL.findall(row)]
-        if len(cells) == 8 and cells[1].startswith("ws_"):
-            sent, opened, signed, completed = (int(c.replace(",", "")) for c in cells[2:6])
-            table[cells[1]] = {
-                "sent": sent,
-                "opened": opened,
-                "signed": signed,
-                "completed": completed,
-            }
-    return table
+def shown(page: Any, ids: Any) -> dict[str, str]:
+    return {i: page.locator(f"#{i}").text_content() for i in ids}
 
 
-def funnel_line_after(html: str, heading: str) -> tuple[int, int]:
-    """Sent and completed shipments of the first funnel summary after `heading`."""
-    found = FUNNEL_LINE.search(html, html.index(heading))
-    assert found, f"no funnel summary after {heading}"
-    return int(found[1].replace(",", "")), int(found[2].replace(",", ""))
-
-
-def test_report_shows_each_workspace_funnel_apart_with_its_own_sandbox_numbers(
+def test_choosing_a_workspace_and_a_period_in_the_page_shows_that_sandboxs_numbers(
     loaded: tuple[RunningSandbox, Path], tmp_path: Path
 ) -> None:
     running, warehouse = loaded
     path = write_report(warehouse, tmp_path / "reports")
     assert path == tmp_path / "reports" / "signing_funnel.html"
     html = path.read_text(encoding="utf-8")
+    for folder in (tmp_path, warehouse.parent, Path.cwd(), Path.home()):
+        assert str(folder) not in html  # no path of the machine that wrote it
 
-    expected = {store.workspace.id: funnel_numbers(store) for store in running.stores}
-    assert expected[running.stores[0].workspace.id] != expected[running.stores[1].workspace.id]
-    assert summary_table(html) == expected
-
-    funnel_section = html.index("Overall signing funnel")
-    for store in running.stores:
-        name, id_ = store.workspace.name, store.workspace.id
-        heading = f"{name} (<code>{id_}</code>)"
-        assert html.count(heading) == 7, "one heading per section"  # seven sections
-        want = expected[id_]
-        assert funnel_line_after(html[funnel_section:], heading) == (
-            want["sent"],
-            want["completed"],
-        )
-        assert f'alt="Overall signing funnel — {name}"' in html
-    # never one funnel of both workspaces together
-    assert 'alt="Overall signing funnel"' not in html
-    lines = FUNNEL_LINE.findall(html)
-    assert len(lines) == 2
-    both = sum(numbers["sent"] for numbers in expected.values())
-    assert all(int(sent.replace(",", "")) != both for sent, _ in lines)
+    with offline_page(path) as (page, refused):
+        assert page.locator(".js-plotly-plot .main-svg").count() >= 8  # the charts drew
+        for store in running.stores:
+            page.select_option("#workspace", label=store.workspace.name)
+            page.select_option("#period", "all")
+            everything = period_numbers(store, date.min, date.max)
+            assert shown(page, everything) == everything
+            # the middle half of the workspace's history, chosen in the page
+            with store.lock:
+                days = sorted(
+                    day_of(when)
+                    for s in store.shipments.by_id.values()
+                    if (when := earliest([r.sent_at for r in s.recipients])) is not None
+                )
+            first, last = days[len(days) // 4], days[3 * len(days) // 4]
+            page.fill("#from", first.isoformat())
+            page.fill("#to", last.isoformat())
+            want = period_numbers(store, first, last)
+            assert want != everything
+            assert shown(page, want) == want, store.workspace.name
+            assert page.locator("#table-waiting tbody tr").count() == int(
+                want["kpi-waiting-signers"].replace(",", "")
+            )
+        page.screenshot(path=str(tmp_path / "explorer.png"))
+    assert refused == []
 
 
 def test_report_of_one_workspace_named_shows_only_it_and_names_the_file(
@@ -110,13 +115,13 @@ def test_report_of_one_workspace_named_shows_only_it_and_names_the_file(
     file_part = re.sub(r"[^\w.-]+", "-", chosen.name.upper())
     assert path == tmp_path / "reports" / f"signing_{file_part}_funnel.html"
     html = path.read_text(encoding="utf-8")
-
-    assert f"workspace <strong>{chosen.name}</strong> (<code>{chosen.id}</code>)" in html
     assert other.id not in html
-    assert summary_table(html) == {}  # no table of workspaces: only one is shown
-    want = funnel_numbers(running.stores[1])
-    assert FUNNEL_LINE.findall(html) == [(f"{want['sent']:,}", f"{want['completed']:,}")]
-    assert 'alt="Overall signing funnel"' in html  # titles as in a one-workspace warehouse
+    with offline_page(path) as (page, refused):
+        assert page.locator("#workspace option").all_text_contents() == [chosen.name]
+        assert not page.locator("#workspace-choice").is_visible()  # nothing to choose
+        want = period_numbers(running.stores[1], date.min, date.max)
+        assert shown(page, want) == want
+    assert refused == []
 
 
 def test_a_workspace_is_found_by_its_id_or_its_name_in_any_case(
@@ -160,8 +165,10 @@ def test_cli_report_takes_the_name_a_workspace_is_configured_under(
     args = ["report", "--duckdb", str(warehouse), "--out", str(tmp_path), "--workspace", "bravo"]
     result = run_cli(args, cwd=tmp_path, env=cli_env(None))
     assert result.returncode == 0, describe(result)
-    path = tmp_path / f"signing_{chosen.id}_funnel.html"
+    path = tmp_path / "signing_bravo_funnel.html"  # named as configured, not by the id
     assert result.stdout.strip().endswith(path.name), describe(result)
     html = path.read_text(encoding="utf-8")
     assert chosen.id in html
     assert other.id not in html
+    with offline_page(path) as (page, _):
+        assert page.locator("#stamp-workspace").text_content() == f"bravo ({chosen.name})"

@@ -6,7 +6,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from playwright.sync_api import Page, Route, sync_playwright
 
 # Flags a machine with a closed network needs (no background connections, no updates), and
 # `--no-sandbox` because the tests may run as root.
@@ -45,3 +49,31 @@ def dom_after_load(page: Path) -> str:
             check=True,
         )
     return shown.stdout
+
+
+@contextmanager
+def offline_page(page: Path) -> Iterator[tuple[Page, list[str]]]:
+    """`page` opened in headless Chromium driven by Playwright (Debian's browser, no download),
+    with every request but the file itself refused and listed, once its explorer has drawn."""
+    refused: list[str] = []
+
+    def only_the_file(route: Route) -> None:
+        if route.request.url == page.as_uri():
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium(),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            opened = browser.new_page(viewport={"width": 1280, "height": 900})
+            opened.route("**/*", only_the_file)
+            opened.goto(page.as_uri())
+            opened.wait_for_selector("body[data-explorer=ready]", timeout=60_000)
+            yield opened, refused
+        finally:
+            browser.close()
