@@ -26,6 +26,7 @@ from nbformat import NotebookNode
 from pipelines.errors import ReportError, WarehouseError
 from pipelines.run_records import read_runs
 from pipelines.warehouse import LoadedWorkspace, Warehouse, columns_by_table
+from pipelines.workspaces import DEFAULT_NAME
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 FUNNEL_NOTEBOOK = NOTEBOOKS_DIR / "signing_funnel.ipynb"
@@ -50,10 +51,11 @@ EXPLORER_MIME = "application/vnd.signing-etl.explorer+json"
 ASSETS_DIR = Path(__file__).resolve().parent / "report_assets"
 STATIC_TAG = "static"  # cells of the notebook's static charts, left out of the report
 
-# JupyterLab's look, without the scripts it loads from CDNs (require.js, MathJax, Mermaid):
-# the report has only static images and must open offline. Values from the data are escaped by
-# the notebook; as a second guard the page runs no script at all and loads nothing from
-# anywhere (its Content-Security-Policy), and nbconvert sanitizes the outputs' HTML.
+# JupyterLab's look, without the scripts it loads from CDNs (require.js, MathJax, Mermaid): the
+# report must open offline. Values from the data are escaped by the notebook and set as text by
+# the explorer; as a second guard the page loads nothing from anywhere and runs only its own two
+# scripts, by their hashes (its Content-Security-Policy, completed in `notebook_html`), and
+# nbconvert sanitizes the outputs' HTML.
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
     "form-action 'none'"
@@ -146,7 +148,8 @@ def _write(
 
 def configured_names(warehouse: Warehouse) -> dict[str, str]:
     """The name each workspace was last loaded under (`--workspace` of `load`), by its id, as
-    the warehouse's run records keep them; none for a warehouse without records."""
+    the warehouse's run records keep them; none for a warehouse without records, nor for the
+    single key's implicit `default` (no user chose it: the service's name says more)."""
     try:
         with warehouse.reader() as client:
             runs = read_runs(client, columns_by_table(client))
@@ -156,7 +159,7 @@ def configured_names(warehouse: Warehouse) -> dict[str, str]:
     for run in runs:  # newest first: the newest name wins
         if run.workspace_id and run.workspace_name:
             names.setdefault(run.workspace_id, run.workspace_name)
-    return names
+    return {id_: name for id_, name in names.items() if name != DEFAULT_NAME}
 
 
 def snapshot_marts(warehouse: Warehouse, into: Path) -> Path:

@@ -5,6 +5,7 @@ do on a warehouse without marts."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from pipelines.report import (
     write_report,
 )
 from tests.support import error_lines
+from tests.support.browser import offline_page
 
 ADHOC_NOTEBOOK = NOTEBOOKS_DIR / "adhoc_sql.ipynb"
 # The title of every chart of the funnel notebook, in order (the images' alternative text).
@@ -69,11 +71,13 @@ def outputs(notebook: Any) -> list[Any]:
 
 
 def texts(notebook: Any) -> str:
-    """Everything the notebook printed or displayed as text, tracebacks included."""
+    """Everything the notebook printed or displayed as text (prose as its Markdown with the
+    escapes taken out), tracebacks included."""
     parts = []
     for output in outputs(notebook):
         parts.append(output.get("text", ""))
         parts.append(output.get("data", {}).get("text/plain", ""))
+        parts.append(re.sub(r"\\(.)", r"\1", output.get("data", {}).get("text/markdown", "")))
         parts.extend(output.get("traceback", []))
     return "\n".join(parts)
 
@@ -136,24 +140,41 @@ def test_adhoc_notebook_answers_its_questions_on_the_warehouse_named_by_the_envi
     assert "email" in printed  # the question about channels has its answer
 
 
-def test_report_is_one_html_file_with_every_chart_embedded_as_a_png(
+def test_report_is_one_html_file_whose_scripts_are_its_own_and_run_offline(
     warehouse: Path, tmp_path: Path
 ) -> None:
     path = write_report(warehouse, tmp_path / "reports")
     assert path == tmp_path / "reports" / "demo_funnel.html"
     html = path.read_text(encoding="utf-8")
-    charts = EMBEDDED_PNG.findall(html)
-    assert len(charts) >= 6
-    assert all(base64.b64decode(chart).startswith(PNG_SIGNATURE) for chart in charts)
-    for title in CHART_TITLES:
-        assert f'alt="{title}"' in html
+    # self-contained: nothing to fetch, and the only scripts run are the page's own two, by hash
+    markup = re.sub(r"(<script[^>]*>).*?</script>", r"\1</script>", html, flags=re.S)
+    assert re.findall(r'(?:src|href)="(?!data:|#)[^"]*"', markup) == []
+    (meta,) = [m for m in re.findall(r"<meta [^>]*>", html) if "Content-Security-Policy" in m]
+    policy = re.search(r'content="([^"]+)"', meta)
+    assert policy
+    assert "default-src 'none'" in policy[1]
+    allowed = set(re.findall(r"'sha256-([^']+)'", policy[1]))
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
+    run = [body for attributes, body in scripts if 'type="application/json"' not in attributes]
+    assert len(run) == 2
+    assert {base64.b64encode(hashlib.sha256(b.encode()).digest()).decode() for b in run} == allowed
+    # every section of the explorer, none of the static images, no code or traceback
     for heading in ("Overall signing funnel", "Weekly cohort conversion", "Time to sign"):
-        assert heading in html
-    # self-contained: nothing fetched when it opens, and no code or traceback in it
-    assert re.findall(r'(?:src|href)="(?!data:|#)[^"]*"', html) == []
-    assert "<script" not in html
+        assert f"<h3>{heading}</h3>" in html
+    assert EMBEDDED_PNG.findall(html) == []
+    assert "&lt;h1" not in html  # markdown is markup, not escaped into visible tags
     assert "import duckdb" not in html
     assert "Traceback" not in html
+    with offline_page(path) as (page, refused):
+        assert page.locator(".js-plotly-plot .main-svg").count() >= 8
+        page.hover("#chart-funnel .bars path", force=True)  # Plotly hears it on its drag layer
+        assert page.locator("#chart-funnel .hovertext").count() == 1
+        with page.expect_download() as download:
+            page.click("#download-waiting")
+        csv = download.value.path().read_text(encoding="utf-8").splitlines()
+        assert csv[0].startswith("Shipment,Document,Waiting on,E-mail")
+        assert len(csv) - 1 == page.locator("#table-waiting tbody tr").count() > 0
+    assert refused == []
 
 
 def test_funnel_notebook_on_a_warehouse_without_marts_says_so_without_a_traceback(
@@ -173,7 +194,13 @@ def test_funnel_notebook_with_marts_but_no_sent_shipment_says_so(tmp_path: Path)
         connection.execute("create schema marts")
         for name in ("fct_recipients", "fct_signing_funnel", "fct_time_to_sign"):
             connection.execute(f"create table marts.{name} (id varchar)")
-        for name in ("dim_documents", "dim_contacts", "fct_waiting_by_day"):
+        for name in (
+            "dim_documents",
+            "dim_contacts",
+            "fct_waiting_by_day",
+            "fct_shipments_waiting",
+            "dim_workspaces",
+        ):
             connection.execute(f"create table marts.{name} (id varchar)")
         connection.execute("create table marts.fct_shipments (shipment_id varchar, is_sent bool)")
         connection.execute("insert into marts.fct_shipments values ('shp_1', false)")

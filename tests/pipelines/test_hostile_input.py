@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.resources
 import json
 import os
 import time
@@ -41,7 +42,7 @@ from tests.support import (
     served,
     start_cli,
 )
-from tests.support.browser import dom_after_load
+from tests.support.browser import dom_after_load, offline_page
 from tests.support.standin import StandIn
 
 # Contact names that are markup to rich, a terminal or a log if anything reads them as such.
@@ -284,6 +285,17 @@ def test_a_path_that_is_no_warehouse_file_is_refused_in_one_line_before_anything
 # ---------------------------------------------------------------------- the report
 
 
+def _page_scripts() -> list[str]:
+    """The report's own scripts: the explorer and the plotly wheel's bundle, as shipped."""
+    plotly = importlib.resources.files("plotly") / "package_data" / "plotly.min.js"
+    explorer = Path(__file__).resolve().parents[2] / "pipelines" / "report_assets" / "explorer.js"
+    return [plotly.read_text(encoding="utf-8"), explorer.read_text(encoding="utf-8")]
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 class Elements(HTMLParser):
     """The elements, attributes, title and text of a page, as an HTML parser reads them."""
 
@@ -294,17 +306,28 @@ class Elements(HTMLParser):
         self.text = ""
         self.title = ""
         self._in_title = False
+        self._in_script = False
+        self.scripts: list[tuple[dict[str, str], str]] = []  # (attributes, body) of each
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.add(tag)
         self._in_title = tag == "title"
+        if tag == "script":
+            self.scripts.append(({name: value or "" for name, value in attrs}, ""))
+            self._in_script = True
+            return  # the page's own script elements: their attributes are checked apart
         for name, value in attrs:
             self.attributes.setdefault(name, []).append(value or "")
 
     def handle_endtag(self, tag: str) -> None:
         self._in_title = False
+        self._in_script = False
 
     def handle_data(self, data: str) -> None:
+        if self._in_script:
+            attributes, body = self.scripts[-1]
+            self.scripts[-1] = (attributes, body + data)
+            return
         self.text += data
         if self._in_title:
             self.title += data
@@ -330,13 +353,34 @@ def test_a_workspace_name_with_html_stays_text_in_the_report(tmp_path: Path) -> 
     assert build_models(warehouse).success
     page = write_report(warehouse, tmp_path / "reports")
 
-    for document in (page.read_text(encoding="utf-8"), dom_after_load(page)):
+    html = page.read_text(encoding="utf-8")
+    # The page's own scripts are the only ones: Plotly and the explorer, allowed by their hashes,
+    # and the data as JSON, which no browser runs; the name is in none of them as markup.
+    own = {_sha256(script) for script in _page_scripts()}
+    for document in (html, dom_after_load(page)):
         elements = Elements()
         elements.feed(document)
-        assert "script" not in elements.tags
+        assert elements.scripts, "the explorer's scripts are missing"
+        for attributes, body in elements.scripts:
+            assert "src" not in attributes
+            if attributes.get("type") == "application/json":
+                assert "<" not in body  # escaped: the data cannot end its element
+            else:
+                assert _sha256(body) in own
         assert [src for src in elements.attributes.get("src", []) if src == "x"] == []
         assert not [name for name in elements.attributes if name.startswith("on")]
         links = elements.attributes.get("href", [])
         assert not [h for h in links if h.strip().lower().startswith("javascript:")]
         assert elements.title not in ("pwned", "scripted")
-        assert "<img src=x onerror=" in elements.text  # the name is there, as text
+        if document is html:  # before the scripts ran, the name is data, not text yet
+            (data,) = [json.loads(b) for a, b in elements.scripts if a.get("type")]
+            assert [ws["name"] for ws in data["workspaces"]] == [SCRIPTED_NAME] * 2
+        else:
+            assert "<img src=x onerror=" in elements.text  # the name is there, as text
+    with offline_page(page) as (opened, refused):
+        assert opened.title() not in ("pwned", "scripted")
+        assert opened.locator("#workspace option").count() == 2
+        for option in opened.locator("#workspace option").all_text_contents():
+            assert option.startswith("<img src=x onerror=")  # shown as the text it is
+        assert opened.locator("#explorer img, #explorer [onerror], #explorer a[href]").count() == 0
+    assert refused == []
