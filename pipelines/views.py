@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import math
 import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 from pipelines import output
@@ -165,5 +167,17 @@ def print_rows(names: list[str], rows: list[tuple[Any, ...]], output_format: str
     else:
         table = PlainTable(*names)
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*map(for_display, row))
         out.print(table)
+
+
+def for_display(value: Any) -> Any:
+    """A number as a person reads it in a table: a fraction rounded (2 places from 1 up, else 4
+    significant digits), whole numbers and everything else as they are. CSV and JSON keep the
+    full precision."""
+    if isinstance(value, Decimal) and value == value.to_integral_value():
+        return value
+    if isinstance(value, float | Decimal) and math.isfinite(value):
+        number = float(value)
+        return f"{number:.2f}" if abs(number) >= 1 else f"{number:.4g}"
+    return value

@@ -40,3 +40,39 @@ def test_sql_writes_csv_and_json_and_says_when_a_result_is_cut(
     warnings = message_lines(cut.stderr)
     assert len(warnings) == 1, describe(cut)
     assert "more than 5 rows" in warnings[0], describe(cut)
+
+
+def test_sql_rounds_fractions_in_a_table_and_keeps_them_whole_in_csv_and_json(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=10, limits_enabled=False)
+    warehouse = tmp_path / "signing.duckdb"
+    env = cli_env(running)
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+    # a fraction the sandbox knows: the hours from a shipment's creation to its expiry, / 7.3
+    shipment = min(running.store.shipments.by_id.values(), key=lambda s: s.id)
+    hours = (shipment.expires_at - shipment.created_at) / 3_600_000 / 7.3
+    query = (
+        "select id, epoch_ms(expires_at - created_at) / 3600000 / 7.3 as hours, 3 as whole, "
+        f"cast(0.000123456 as double) as small from raw.shipments where id = '{shipment.id}'"
+    )
+
+    def run(output_format: str) -> str:
+        done = run_cli(
+            ["sql", "--duckdb", str(warehouse), "--format", output_format, query],
+            cwd=tmp_path,
+            env={**env, "COLUMNS": "200"},
+        )
+        assert done.returncode == 0, describe(done)
+        return done.stdout
+
+    table = run("table")
+    assert f" {hours:.2f} " in table
+    assert " 0.0001235 " in table
+    assert " 3 " in table
+    assert str(hours)[:10] not in table
+    (row,) = list(csv.DictReader(io.StringIO(run("csv"))))
+    assert float(row["hours"]) == hours
+    (document,) = [json.loads(line) for line in run("json").splitlines()]
+    assert document["hours"] == hours
+    assert document["small"] == 0.000123456
