@@ -14,6 +14,7 @@ from .context import SyncContext, check_service
 from .control import RunControl
 from .errors import SigningAPIError
 from .pacing import Pacer
+from .privacy import PrivacyConfiguration, PrivacyPolicy
 
 
 @with_config(sections=("sources", "signing"))
@@ -32,6 +33,7 @@ def connect(
     request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS,
     max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
     max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS,
+    privacy: PrivacyConfiguration = dlt.config.value,
     control: RunControl | None = None,
 ) -> SyncContext:
     """A connection to the workspace of `api_key`, which has asked `/me`.
@@ -58,12 +60,17 @@ def connect(
         max_pages_without_new_records: list pages in a row that bring no record not read
             before, after which a pass gives up on a list that makes no sense (the cursor
             stays for the next run, and a warning says what the service did).
+        privacy: the privacy policy, `[sources.signing.privacy]` (`preset`, `columns`, and the
+            secret `hash_key`); checked before any request.
         control: the run's `RunControl`, to stop it from outside and read its counters; its
             `finish()` releases the connection's threads and sockets.
 
     Raises:
         SigningAPIError: a setting out of range, or `/me` refused or not the signing API's.
+        PrivacyConfigError: the privacy policy names an unknown preset, column or action, or
+            hashes without a key.
     """
+    policy = PrivacyPolicy.configured(privacy)
     _check_settings(
         page_size, request_deadline_seconds, max_response_bytes, max_pages_without_new_records
     )
@@ -82,7 +89,13 @@ def connect(
         connections=concurrency + 2,
     )
     connection = SyncContext(
-        client, since, lag_seconds, page_size, concurrency, max_pages_without_new_records
+        client,
+        since,
+        lag_seconds,
+        page_size,
+        concurrency,
+        max_pages_without_new_records,
+        privacy=policy,
     )
     run.on_finish(connection.close)  # also when /me fails: the run's finish releases the client
     check_service(connection)
