@@ -15,6 +15,7 @@ from rich.text import Text
 from pipelines import output
 from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
 from pipelines.errors import SigningEtlError, failure_reason
+from pipelines.forget_command import forget
 from pipelines.outcome import Outcome, worst_exit_code
 from pipelines.output import printable
 from pipelines.reading import status as read_warehouse_status
@@ -386,6 +387,8 @@ def sandbox(
     except SigningEtlError as error:
         raise fail(str(error)) from None
 
+
+app.command()(forget)
 
 if __name__ == "__main__":
     app()

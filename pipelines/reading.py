@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipelines.privacy_state import PolicyRecord, read_erasures, read_policies
 from pipelines.run_records import RunRecord, read_runs
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
 from pipelines.workspace_state import StoredState, pipeline_name_for, stored_states
@@ -25,6 +26,7 @@ class WorkspaceStatus:
     resources: list[ResourceSyncStatus]
     row_counts: dict[str, int]
     truncated_trails: int = 0  # shipments whose loaded audit trail is the API's cap (500)
+    privacy: PolicyRecord | None = None  # the privacy policy its rows are under
 
     @property
     def configured_as(self) -> str | None:
@@ -57,6 +59,7 @@ class Status:
     warehouse: Path
     runs: list[RunRecord]  # newest first, of every workspace
     workspaces: list[WorkspaceStatus]
+    erasures: int = 0  # people erased with `signing-etl forget`
 
     @property
     def last_run(self) -> RunRecord | None:
@@ -111,6 +114,7 @@ def read_status(client: SqlClient, warehouse: Path) -> Status:
             names_by_id.setdefault(run.workspace_id, None)
     states = stored_states(client)
     truncated = _truncated_trails(client, columns)
+    policies = read_policies(client)
     workspaces = [
         WorkspaceStatus(
             workspace_id=workspace_id,
@@ -119,10 +123,11 @@ def read_status(client: SqlClient, warehouse: Path) -> Status:
             resources=describe_sync(_state_of(states, workspace_id)),
             row_counts=counts.get(workspace_id, {}),
             truncated_trails=truncated.get(workspace_id, 0),
+            privacy=policies.get(workspace_id),
         )
         for workspace_id, name in sorted(names_by_id.items(), key=lambda i: (i[1] or "", i[0]))
     ]
-    return Status(warehouse, runs[:RECENT_RUNS], workspaces)
+    return Status(warehouse, runs[:RECENT_RUNS], workspaces, len(read_erasures(client)))
 
 
 def _state_of(states: dict[str, StoredState], workspace_id: str) -> dict[str, Any]:

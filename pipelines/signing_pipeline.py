@@ -25,6 +25,7 @@ from dlt.common.pipeline import ExtractInfo, LoadInfo
 
 from pipelines.errors import failure_reason
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
+from pipelines.policy_change import apply_privacy, prepare_privacy
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
 from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
 from pipelines.workspace_state import (
@@ -164,7 +165,9 @@ def load_incremental(
             )
             workspace_id = connection.workspace_id
             folder = held.enter_context(place.workspace_session(workspace_id))
+            plan = prepare_privacy(place, connection.privacy, workspace_id, options.full_refresh)
             pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
+            connection.privacy = apply_privacy(place, plan, control.stats)
             source = signing_source(connection)
             if options.resources:
                 source = source.with_resources(*chosen_resources(options.resources))

@@ -14,7 +14,7 @@ from typing import Any
 
 from pipelines import output
 from pipelines.outcome import Outcome
-from pipelines.output import PlainTable
+from pipelines.output import PlainTable, printable
 from pipelines.progress import Progress
 from pipelines.reading import Status, WorkspaceStatus
 from pipelines.run_records import RunRecord
@@ -149,6 +149,7 @@ def print_status(found: Status, warehouse: Path) -> None:
     else:
         for workspace in found.workspaces:
             _print_workspace(workspace, warehouse)
+    _print_privacy(found, several)
 
 
 def _label(workspace: WorkspaceStatus) -> str:
@@ -211,6 +212,16 @@ def _print_workspace(workspace: WorkspaceStatus, warehouse: Path) -> None:
     for table, count in workspace.row_counts.items():
         counts.add_row(table, f"{count:,}")
     out.print(counts)
+
+
+def _print_privacy(found: Status, several: bool) -> None:
+    """The privacy policy each workspace's rows are under, and the erasures recorded."""
+    for workspace in found.workspaces:
+        policy = workspace.privacy.describe() if workspace.privacy else "keep (not recorded yet)"
+        owner = f" of {_label(workspace)}" if several else ""
+        out.print(printable(f"Privacy policy{owner}: {policy}"), highlight=False)
+    if found.erasures:
+        out.print(f"Erasures recorded: {found.erasures:,}", highlight=False)
 
 
 def _outcome(run: RunRecord) -> str:

@@ -221,6 +221,19 @@ class Warehouse:
             yield
 
     @contextlib.contextmanager
+    def holding_every_workspace(self) -> Iterator[None]:
+        """What a change to every workspace's rows (an erasure) holds: a DuckDB file's writer;
+        elsewhere the lock of each workspace loaded so far, the one its loads take."""
+        if self.is_file:
+            with self.writer():
+                yield
+            return
+        with contextlib.ExitStack() as held:
+            for workspace in self.workspaces():
+                held.enter_context(self.exclusive(f"{self.destination}.{workspace.id}"))
+            yield
+
+    @contextlib.contextmanager
     def workspace_session(self, workspace_id: str) -> Iterator[Path]:
         """dlt's working folder for one workspace's run. A DuckDB file keeps it beside itself.
         Elsewhere loads of several workspaces or machines run at once: each holds only its
@@ -242,6 +255,18 @@ class Warehouse:
             return self.destination
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return _duckdb.duckdb_destination(self.path)
+
+    def writing_client(self) -> contextlib.AbstractContextManager[Any]:
+        """dlt's SQL client of `raw` for writing beside the pipelines (privacy, erasures), on
+        the destination a load uses (a DuckDB file shares the connection a run holds open)."""
+        return self._dlt_client(self.dlt_destination())
+
+    def clear_working_folders(self) -> None:
+        """Delete dlt's working folder of a DuckDB warehouse, whose packages keep rows as they
+        were loaded (a new privacy policy or an erasure must not leave them); each workspace's
+        next load restores its state from the warehouse. Other destinations' are temporary."""
+        if self.is_file:
+            shutil.rmtree(self.pipelines_dir, ignore_errors=True)
 
     def remove(self) -> None:
         """Delete a DuckDB warehouse and its dlt folder (the demo starts afresh)."""
@@ -272,12 +297,12 @@ class Warehouse:
             yield client
 
     @contextlib.contextmanager
-    def _dlt_client(self) -> Iterator[Any]:
+    def _dlt_client(self, destination: Any = None) -> Iterator[Any]:
         with tempfile.TemporaryDirectory() as folder:
             reader = dlt.pipeline(
                 pipeline_name="signing_reader",
                 pipelines_dir=folder,
-                destination=self.destination,
+                destination=destination or self.destination,
                 dataset_name=DATASET,
             )
             with reader.sql_client() as client:
