@@ -25,14 +25,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipelines.errors import ConfigError, SigningEtlError, WarehouseMissing
-from pipelines.policy_change import plan_privacy
+from pipelines.policy_change import drop_derived_copies, plan_privacy
 from pipelines.privacy_state import (
     Erasure,
     PolicyRecord,
     read_policies,
     record_erasure,
 )
-from pipelines.warehouse import Warehouse, columns_by_table, loaded_workspaces, tables_in
+from pipelines.warehouse import Warehouse, columns_by_table, loaded_workspaces
 from sources.signing import PrivacyPolicy, configured_privacy
 from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE
 from sources.signing.pseudonyms import normalised
@@ -57,6 +57,7 @@ class ErasureResult:
     subject: str = ""  # the keyed hash the erasure is recorded under
     changed: dict[str, int] = field(default_factory=dict)
     unsearchable: list[str] = field(default_factory=list)
+    compacted: bool = True  # a DuckDB file written afresh, old values gone from its free blocks
 
     def add(self, table: str, rows: int) -> None:
         if rows:
@@ -86,7 +87,22 @@ def forget_person(
         )
     if not warehouse.exists():
         raise WarehouseMissing(f"no warehouse at {warehouse.path}; nothing to erase")
-    with warehouse.holding_every_workspace(), warehouse.writing_client() as client:
+    with warehouse.holding_every_workspace():
+        result = _erase(warehouse, policy, email, contact_id, workspace)
+        result.compacted = warehouse.compact()
+    warehouse.clear_working_folders()
+    return result
+
+
+def _erase(
+    warehouse: Warehouse,
+    policy: PrivacyPolicy,
+    email: str | None,
+    contact_id: str | None,
+    workspace: str | None,
+) -> ErasureResult:
+    """The erasure itself, in one transaction, with its record."""
+    with warehouse.writing_client() as client:
         records = read_policies(client)
         ids = sorted({w.id for w in loaded_workspaces(client)} | set(records))
         if not ids:
@@ -102,9 +118,7 @@ def forget_person(
                 client,
                 Erasure(person.subject, str(policy.key_id), datetime.now(UTC), result.changed),
             )
-            for mart in sorted(tables_in(client, "marts")):
-                client.execute_sql(f"drop table if exists marts.{client.escape_column_name(mart)}")
-    warehouse.clear_working_folders()
+            drop_derived_copies(client)
     return result
 
 

@@ -73,6 +73,10 @@ def _print_erasure(result: ErasureResult) -> None:
             f"Recorded as {result.subject[:16]}… (a keyed hash, not the address): later loads "
             "clear this person the same way"
         )
+    if not result.compacted:
+        output.warning(
+            "the warehouse file could not be compacted: old values stay in its free blocks"
+        )
     for column in result.unsearchable:
         output.warning(
             f"{column} is masked or dropped (or hashed with another key) here, so it could not "

@@ -55,6 +55,9 @@ class PrivacyPlan:
     records: list[PolicyRecord] = field(default_factory=list)
     rewrites: list[ColumnRewrite] = field(default_factory=list)
     erased: frozenset[str] = frozenset()
+    # Workspaces that only their own reload can bring under the policy, left as they are by
+    # a load with --full-refresh of another (`load --full-refresh` reloads each in turn).
+    waiting: list[str] = field(default_factory=list)
 
     def apply(self, client: Any) -> dict[str, int]:
         """Rewrite the columns and record the policy, in one transaction; the marts built under
@@ -72,8 +75,7 @@ class PrivacyPlan:
             for record in self.records:
                 write_policy(client, record)
             if self.rewrites:
-                for mart in sorted(tables_in(client, "marts")):
-                    client.execute_sql(f"drop table if exists marts.{_quoted(client, mart)}")
+                drop_derived_copies(client)
         return {column: rows for column, rows in changed.items() if rows}
 
     @property
@@ -82,11 +84,24 @@ class PrivacyPlan:
         return self.policy.with_erased(self.erased)
 
 
+def drop_derived_copies(client: Any) -> None:
+    """Delete the copies of raw rows made under an earlier policy or before an erasure: the
+    rows dlt's merges leave in its staging dataset (`raw_staging`), and the marts (the models
+    build them again)."""
+    for mart in sorted(tables_in(client, "marts")):
+        client.execute_sql(f"drop table if exists marts.{_quoted(client, mart)}")
+    with client.with_staging_dataset():
+        for table in sorted(tables_in(client, client.dataset_name)):
+            if not table.startswith("_dlt"):  # dlt's own record of the staging schema stays
+                client.execute_sql(f"delete from {client.make_qualified_table_name(table)}")
+
+
 def plan_privacy(
     client: SqlClient, policy: PrivacyPolicy, workspace_id: str, refreshing: bool
 ) -> PrivacyPlan:
     """What must change for `policy` to hold in every workspace's rows, read from the warehouse;
-    `refreshing`: this workspace's rows are about to be deleted and loaded again.
+    `refreshing`: this workspace's rows are about to be deleted and loaded again (then the
+    workspaces only a reload can change wait for theirs, instead of stopping this one).
 
     Raises:
         PolicyChangeRefused: a change only reloading can make, or erasures under another key.
@@ -111,7 +126,14 @@ def plan_privacy(
             continue
         if workspace in recorded and record.same_as(policy):
             continue
-        for column, action in _changes(record, policy):
+        try:
+            changes = list(_changes(record, policy))
+        except PolicyChangeRefused:
+            if not refreshing:
+                raise
+            plan.waiting.append(workspace)
+            continue
+        for column, action in changes:
             rewrites.setdefault((column, action), []).append(workspace)
         plan.records.append(PolicyRecord.of(workspace, policy))
     plan.rewrites = [ColumnRewrite(c, a, tuple(w)) for (c, a), w in sorted(rewrites.items())]
@@ -129,11 +151,12 @@ def _changes(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str,
         if old == "keep" or new == "drop":
             yield column, new
             continue
-        held = f"hashed with key {record.key_id}" if rehash else f"{_participle(old)}"
+        held = f"hashed with key {record.key_id}" if rehash else _participle(old)
+        asked = f"hash it with {_key_said(policy)}" if new == "hash" else f"{new} it"
         raise PolicyChangeRefused(
-            f"{column} is {held} in workspace {record.workspace_id}'s rows, and the policy "
-            f"now asks to {new} it ({_key_said(policy)} now), which needs the service's data "
-            f"again: run `{REFRESH_COMMAND}` (every workspace), or set the policy back"
+            f"{column} is {held} in workspace {record.workspace_id}'s rows and the privacy "
+            f"policy now asks to {asked}, which needs the service's data again: run "
+            f"`{REFRESH_COMMAND}` (every workspace), or set the policy back"
         )
 
 
@@ -246,10 +269,17 @@ def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> P
     among the run's warnings, and return the policy the source applies."""
     with warehouse.writing_client() as client:
         changed = plan.apply(client)
+    if plan.rewrites and not warehouse.compact():
+        stats.warn(f"{warehouse.label} could not be compacted: old values stay in its free blocks")
     if changed:
         said = ", ".join(
             f"{column} {_participle(plan.policy.actions[column])} in {rows:,} rows"
             for column, rows in changed.items()
         )
         stats.warn(f"the privacy policy now applies to the rows loaded before: {said}")
+    for workspace in plan.waiting:
+        stats.warn(
+            f"workspace {workspace}'s rows stay under their earlier privacy policy until it is "
+            "loaded with --full-refresh too"
+        )
     return plan.in_force

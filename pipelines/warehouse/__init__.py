@@ -261,6 +261,15 @@ class Warehouse:
         the destination a load uses (a DuckDB file shares the connection a run holds open)."""
         return self._dlt_client(self.dlt_destination())
 
+    def compact(self) -> bool:
+        """Rewrite a DuckDB file so that deleted and overwritten values are gone from its free
+        blocks (after an erasure or a new privacy policy); False when another connection of
+        this process had it open. A database server keeps old row versions until its own
+        VACUUM, which its administrator runs."""
+        if self.is_file and self.path.exists():
+            return _duckdb.compact(self.path)
+        return True
+
     def clear_working_folders(self) -> None:
         """Delete dlt's working folder of a DuckDB warehouse, whose packages keep rows as they
         were loaded (a new privacy policy or an erasure must not leave them); each workspace's

@@ -86,6 +86,11 @@ def unusable(warehouse: Path, error: duckdb.Error) -> WarehouseError:
     )
 
 
+# The connection `held_open` keeps to each file, so that `compact` can let go of it and open
+# the compacted file in its place.
+_HELD: dict[Path, duckdb.DuckDBPyConnection] = {}
+
+
 @contextlib.contextmanager
 def held_open(warehouse: Path) -> Iterator[None]:
     """Hold an existing warehouse open for a run, or fail in one line when DuckDB cannot open it.
@@ -98,13 +103,56 @@ def held_open(warehouse: Path) -> Iterator[None]:
         yield
         return
     try:
-        held = duckdb.connect(str(warehouse))
+        _HELD[warehouse] = duckdb.connect(str(warehouse))
     except duckdb.Error as error:
         raise unusable(warehouse, error) from None
     try:
         yield
     finally:
-        held.close()
+        _HELD.pop(warehouse).close()
+
+
+def compact(warehouse: Path) -> bool:
+    """Write the file afresh (COPY FROM DATABASE into a new file that replaces it), DuckDB's
+    documented way to reclaim space: values deleted or updated stay in the old file's free
+    blocks, and an erasure or a new privacy policy must not leave them there.
+
+    Only when nothing else in this process has the file open (the connection `held_open`
+    keeps is let go and opened again on the new file); otherwise nothing happens and False
+    is returned."""
+    fresh = warehouse.with_name(f".{warehouse.name}.compacting")
+    fresh.unlink(missing_ok=True)
+    held = _HELD.pop(warehouse, None)
+    connection = held or duckdb.connect(str(warehouse))
+    try:
+        found = connection.execute("select current_database()").fetchone()
+        name = str(found[0]) if found else warehouse.stem
+        target = str(fresh).replace("'", "''")
+        connection.execute(f"attach '{target}' as signing_compacted")
+        connection.execute(f'copy from database "{name}" to signing_compacted')
+        connection.execute("detach signing_compacted")
+    finally:
+        connection.close()
+    alone = _closed_everywhere(warehouse)
+    if alone:
+        fresh.replace(warehouse)
+    else:
+        fresh.unlink(missing_ok=True)
+    if held is not None:
+        _HELD[warehouse] = duckdb.connect(str(warehouse))
+    return alone
+
+
+def _closed_everywhere(warehouse: Path) -> bool:
+    """Whether no connection of this process has the file open any more: DuckDB refuses a
+    read-only connection to a file it holds open for writing."""
+    if Path(f"{warehouse}.wal").exists():
+        return False
+    try:
+        duckdb.connect(str(warehouse), read_only=True).close()
+    except duckdb.Error:
+        return False
+    return True
 
 
 def open_error(warehouse: Path) -> str | None:
