@@ -35,15 +35,24 @@ KEEP_WITH_KEY = {
 DISTINCTIVE = 5
 
 
+def keyed(text: str, key: str = HASH_KEY) -> str:
+    """HMAC-SHA256 of exactly `text` with `key`, as hexadecimal digits."""
+    return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
 def keyed_email(address: str, key: str = HASH_KEY) -> str:
-    """The documented hash of an e-mail address: HMAC-SHA256 of it trimmed and lower-cased."""
-    return hmac.new(key.encode(), address.strip().lower().encode(), hashlib.sha256).hexdigest()
+    """The documented hash of an e-mail address: trimmed and lower-cased first."""
+    return keyed(address.strip().lower(), key)
 
 
 def keyed_name(name: str, key: str = HASH_KEY) -> str:
-    """The documented hash of a name: spaces collapsed, case folded."""
-    text = " ".join(unicodedata.normalize("NFC", name).split()).casefold()
-    return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest()
+    """The documented hash of a name: spaces collapsed and case folded first."""
+    return keyed(" ".join(unicodedata.normalize("NFC", name).split()).casefold(), key)
+
+
+def keyed_phone(phone: str, key: str = HASH_KEY) -> str:
+    """The documented hash of a phone number: `+` and its digits."""
+    return keyed("+" + "".join(ch for ch in phone if ch.isdigit()), key)
 
 
 @dataclass
