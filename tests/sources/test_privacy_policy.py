@@ -15,6 +15,8 @@ import pytest
 from pipelines.environment import environment_set
 from pipelines.signing_pipeline import LoadOptions, load_incremental
 from sandbox import RunningSandbox
+from sources.signing import PERSONAL_COLUMNS
+from sources.signing.privacy import preset_actions
 from tests.support import FAST, cli_env, describe, error_lines, pointed_at, run_cli, served
 from tests.support.privacy import HASH_KEY, keyed, keyed_phone
 
@@ -79,3 +81,14 @@ def test_each_column_gets_its_action_and_refinements_override_the_preset(
         assert phone == (keyed_phone(truth.phone) if truth.phone else None)  # the preset
         assert company == (keyed(truth.company.strip()) if truth.company else None)
         assert notes is None  # the preset drops notes
+
+
+def test_the_readme_lists_every_personal_column_with_its_action_under_each_preset() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    listed = {}
+    for line in readme.splitlines():
+        cells = [cell.strip().strip("`") for cell in line.strip("|").split("|")]
+        if len(cells) == 4 and cells[0] in PERSONAL_COLUMNS:
+            listed[cells[0]] = (cells[2], cells[3])
+    keep, minimal = preset_actions("keep"), preset_actions("minimal")
+    assert listed == {column: (keep[column], minimal[column]) for column in PERSONAL_COLUMNS}
