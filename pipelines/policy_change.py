@@ -8,7 +8,7 @@ beside the data reach the source from here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,18 +106,20 @@ def plan_privacy(
     Raises:
         PolicyChangeRefused: a change only reloading can make, or erasures under another key.
     """
-    erasures = read_erasures(client)
+    existing = columns_by_table(client)
+    erasures = read_erasures(client, existing)
     foreign = sorted({e.key_id for e in erasures if e.key_id != policy.key_id})
     if foreign:
+        now = f"a key with id {policy.key_id}" if policy.key_id else "not set"
         raise PolicyChangeRefused(
-            f"this warehouse records {len(erasures)} erasure(s) under hash key "
-            f"{', '.join(foreign)}, and {KEY_VARIABLE} is {_key_said(policy)}: set it back "
-            "to that key, or a later load could bring those people back"
+            f"this warehouse records {len(erasures)} erasure(s) under the hash key with id "
+            f"{', '.join(foreign)}, and {KEY_VARIABLE} is {now}: set it to that key, or a later "
+            "load could bring those people back"
         )
-    recorded = read_policies(client)
+    recorded = read_policies(client, existing)
     plan = PrivacyPlan(policy, erased=frozenset(e.subject for e in erasures))
     wanted = PolicyRecord.of(workspace_id, policy)
-    workspaces = sorted(set(recorded) | _workspaces_loaded(client) | {workspace_id})
+    workspaces = sorted(set(recorded) | _workspaces_loaded(client, existing) | {workspace_id})
     rewrites: dict[tuple[str, Action], list[str]] = {}
     for workspace in workspaces:
         record = recorded.get(workspace, PolicyRecord(workspace))
@@ -168,11 +170,11 @@ def _key_said(policy: PrivacyPolicy) -> str:
     return f"key {policy.key_id}" if policy.key_id else "no key"
 
 
-def _workspaces_loaded(client: SqlClient) -> set[str]:
+def _workspaces_loaded(client: SqlClient, existing: Mapping[str, set[str]]) -> set[str]:
     """The workspaces the warehouse has loaded: those of `raw.workspaces` and of the run
     records (small tables; a load of some resources only may have no workspace row)."""
     found = {workspace.id for workspace in loaded_workspaces(client)}
-    if RUNS_TABLE in columns_by_table(client):
+    if RUNS_TABLE in existing:
         table = client.make_qualified_table_name(RUNS_TABLE)
         rows = client.execute_sql(f"select distinct workspace_id from {table}")
         found.update(str(workspace) for (workspace,) in rows or [] if workspace is not None)
@@ -257,7 +259,9 @@ def prepare_privacy(
     Raises:
         PolicyChangeRefused: see `plan_privacy`.
     """
-    with warehouse.writing_client() as client:
+    if not warehouse.exists():  # a first load: nothing to read, nothing to rewrite
+        return PrivacyPlan(policy, [PolicyRecord.of(workspace_id, policy)])
+    with warehouse.run_reader() as client:
         plan = plan_privacy(client, policy, workspace_id, refreshing)
     if plan.rewrites:
         warehouse.clear_working_folders()
@@ -267,6 +271,8 @@ def prepare_privacy(
 def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> PrivacyPolicy:
     """Carry out the plan (after a full refresh has deleted what it deletes), say what changed
     among the run's warnings, and return the policy the source applies."""
+    if not plan.records and not plan.rewrites:
+        return plan.in_force
     with warehouse.writing_client() as client:
         changed = plan.apply(client)
     if plan.rewrites and not warehouse.compact():

@@ -77,9 +77,12 @@ class Erasure:
     changed_rows: Mapping[str, int] = field(default_factory=dict)
 
 
-def read_policies(client: SqlClient) -> dict[str, PolicyRecord]:
-    """Each workspace's recorded policy (none before the first load that recorded one)."""
-    if POLICY_TABLE not in columns_by_table(client):
+def read_policies(
+    client: SqlClient, existing: Mapping[str, set[str]] | None = None
+) -> dict[str, PolicyRecord]:
+    """Each workspace's recorded policy (none before the first load that recorded one);
+    `existing`: the dataset's tables, when the caller has read them."""
+    if POLICY_TABLE not in (existing if existing is not None else columns_by_table(client)):
         return {}
     table = client.make_qualified_table_name(POLICY_TABLE)
     rows = client.execute_sql(f"select workspace_id, preset, actions, key_id from {table}")
@@ -106,9 +109,11 @@ def write_policy(client: Any, record: PolicyRecord) -> None:
     )
 
 
-def read_erasures(client: SqlClient) -> list[Erasure]:
+def read_erasures(
+    client: SqlClient, existing: Mapping[str, set[str]] | None = None
+) -> list[Erasure]:
     """Every recorded erasure, oldest first."""
-    if ERASURES_TABLE not in columns_by_table(client):
+    if ERASURES_TABLE not in (existing if existing is not None else columns_by_table(client)):
         return []
     table = client.make_qualified_table_name(ERASURES_TABLE)
     rows = client.execute_sql(

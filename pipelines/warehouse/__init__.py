@@ -256,6 +256,13 @@ class Warehouse:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return _duckdb.duckdb_destination(self.path)
 
+    def run_reader(self) -> contextlib.AbstractContextManager[SqlClient]:
+        """A SQL client for what a run reads while it holds the warehouse (before its pipeline
+        exists): the DuckDB file through the connection the run holds, else dlt's client."""
+        if self.is_file:
+            return _duckdb.beside_the_run(self.path, DATASET)
+        return self._dlt_client(self.dlt_destination())
+
     def writing_client(self) -> contextlib.AbstractContextManager[Any]:
         """dlt's SQL client of `raw` for writing beside the pipelines (privacy, erasures), on
         the destination a load uses (a DuckDB file shares the connection a run holds open)."""

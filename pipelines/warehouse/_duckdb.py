@@ -181,6 +181,14 @@ class DuckDBReader:
 
 
 @contextlib.contextmanager
+def beside_the_run(warehouse: Path, dataset_name: str) -> Iterator[DuckDBReader]:
+    """A reader of the file a run holds open: a connection that shares the run's database (a
+    read-only one would be refused while it is open for writing), opened in milliseconds."""
+    with duckdb.connect(str(warehouse)) as connection:
+        yield DuckDBReader(connection, dataset_name)
+
+
+@contextlib.contextmanager
 def read_only(warehouse: Path, dataset_name: str) -> Iterator[DuckDBReader]:
     """A read-only reader of the file (it may be open for writing elsewhere)."""
     try:
