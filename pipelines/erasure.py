@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipelines.errors import ConfigError, SigningEtlError, WarehouseMissing
-from pipelines.policy_change import drop_derived_copies, plan_privacy
+from pipelines.policy_change import drop_derived_copies, erasures_in_force, participle
 from pipelines.privacy_state import (
     Erasure,
     PolicyRecord,
@@ -107,7 +107,7 @@ def _erase(
         ids = sorted({w.id for w in loaded_workspaces(client)} | set(records))
         if not ids:
             raise WarehouseMissing(f"{warehouse.label} holds no workspace yet; nothing to erase")
-        plan_privacy(client, policy, ids[0], refreshing=False)  # erasures under another key
+        erasures_in_force(client, policy)  # earlier erasures must be under this key
         person = _person(client, policy, records, email, contact_id, workspace)
         result = ErasureResult(person.subject)
         with client.begin_transaction():
@@ -155,9 +155,12 @@ def _person(
         return Person(address, policy.subject(address))
     if stored and action == "hash" and record.key_id == policy.key_id:
         return Person(None, stored)
+    held = "missing" if not stored else participle(action)
+    if stored and action == "hash":
+        held = "hashed with another key"
     raise ErasureRefused(
-        f"contact {contact_id!r}'s address is {action}ed in this warehouse (or missing), so "
-        "the person cannot be known by it: use --email ADDRESS"
+        f"contact {contact_id!r}'s address is {held} in this warehouse, so the person cannot "
+        "be known by it: use --email ADDRESS"
     )
 
 

@@ -107,17 +107,9 @@ def plan_privacy(
         PolicyChangeRefused: a change only reloading can make, or erasures under another key.
     """
     existing = columns_by_table(client)
-    erasures = read_erasures(client, existing)
-    foreign = sorted({e.key_id for e in erasures if e.key_id != policy.key_id})
-    if foreign:
-        now = f"a key with id {policy.key_id}" if policy.key_id else "not set"
-        raise PolicyChangeRefused(
-            f"this warehouse records {len(erasures)} erasure(s) under the hash key with id "
-            f"{', '.join(foreign)}, and {KEY_VARIABLE} is {now}: set it to that key, or a later "
-            "load could bring those people back"
-        )
+    erased = erasures_in_force(client, policy, existing)
     recorded = read_policies(client, existing)
-    plan = PrivacyPlan(policy, erased=frozenset(e.subject for e in erasures))
+    plan = PrivacyPlan(policy, erased=erased)
     wanted = PolicyRecord.of(workspace_id, policy)
     workspaces = sorted(set(recorded) | _workspaces_loaded(client, existing) | {workspace_id})
     rewrites: dict[tuple[str, Action], list[str]] = {}
@@ -142,6 +134,26 @@ def plan_privacy(
     return plan
 
 
+def erasures_in_force(
+    client: SqlClient, policy: PrivacyPolicy, existing: Mapping[str, set[str]] | None = None
+) -> frozenset[str]:
+    """The keyed hashes of the people erased so far, which `policy`'s key must have made.
+
+    Raises:
+        PolicyChangeRefused: erasures recorded under another key (or no key configured).
+    """
+    erasures = read_erasures(client, existing)
+    foreign = sorted({e.key_id for e in erasures if e.key_id != policy.key_id})
+    if foreign:
+        now = f"a key with id {policy.key_id}" if policy.key_id else "not set"
+        raise PolicyChangeRefused(
+            f"this warehouse records {len(erasures)} erasure(s) under the hash key with id "
+            f"{', '.join(foreign)}, and {KEY_VARIABLE} is {now}: set it to that key, or a later "
+            "load could bring those people back"
+        )
+    return frozenset(e.subject for e in erasures)
+
+
 def _changes(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str, Action]]:
     """The columns of rows under `record` that change under `policy`, with their new action;
     refused when the rows no longer hold what the new action needs."""
@@ -153,7 +165,7 @@ def _changes(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str,
         if old == "keep" or new == "drop":
             yield column, new
             continue
-        held = f"hashed with key {record.key_id}" if rehash else _participle(old)
+        held = f"hashed with key {record.key_id}" if rehash else participle(old)
         asked = f"hash it with {_key_said(policy)}" if new == "hash" else f"{new} it"
         raise PolicyChangeRefused(
             f"{column} is {held} in workspace {record.workspace_id}'s rows and the privacy "
@@ -162,7 +174,7 @@ def _changes(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str,
         )
 
 
-def _participle(action: str) -> str:
+def participle(action: str) -> str:
     return {"hash": "hashed", "mask": "masked", "drop": "dropped"}.get(action, action)
 
 
@@ -279,7 +291,7 @@ def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> P
         stats.warn(f"{warehouse.label} could not be compacted: old values stay in its free blocks")
     if changed:
         said = ", ".join(
-            f"{column} {_participle(plan.policy.actions[column])} in {rows:,} rows"
+            f"{column} {participle(plan.policy.actions[column])} in {rows:,} rows"
             for column, rows in changed.items()
         )
         stats.warn(f"the privacy policy now applies to the rows loaded before: {said}")

@@ -43,8 +43,9 @@ def test_a_policy_it_cannot_apply_fails_in_one_line_before_any_request(
     warehouse = tmp_path / "signing.duckdb"
     result = run_cli(["load", "--duckdb", str(warehouse), "--no-models"], cwd=tmp_path, env=env)
     assert result.returncode == 1, describe(result)
-    (line,) = error_lines(result.stderr)
-    assert said in line
+    lines = error_lines(result.stderr)
+    assert len(lines) == 1, describe(result)
+    assert said in lines[0]
     assert "Traceback" not in result.stderr
     assert "short-secret" not in result.stderr
     assert served(shared_sandbox) == requests  # nothing asked of the service
