@@ -10,6 +10,9 @@ the objects flattened into them. The columns the source sets itself (`workspace_
 row's `shipment_id`, `document_id` or `contact_id`, ...) take the source's value; an API field
 of that name with another value is dropped. `FieldGuard` says each of these once per run, per
 table and field. Free-form values stay verbatim: custom property keys, placeholder names.
+
+Then the privacy policy (`privacy.PrivacyPolicy`) keeps, hashes, masks or drops each personal
+column, and clears the people erased from the warehouse, before a row leaves the source.
 """
 
 from __future__ import annotations
