@@ -89,8 +89,10 @@ __all__ = [
     "chosen_resources",
     "connect",
     "describe_sync",
+    "fingerprint",
     "incomplete_shipments",
     "parse_iso",
+    "records_source",
     "signing_source",
     "to_iso",
 ]
@@ -112,6 +114,31 @@ def signing_source(connection: SyncContext) -> Sequence[DltResource]:
         contacts(connection),
         webhooks(connection),
     )
+
+
+@dlt.source(name="signing", max_table_nesting=1)
+def records_source(
+    connection: SyncContext, shipment_ids: Sequence[str] = (), contact_ids: Sequence[str] = ()
+) -> Sequence[DltResource]:
+    """Just the records named by id, read one by one: shipments with their recipients, audit
+    trail and filled-in fields, and contacts. They merge into the same tables with the same
+    keys as `signing_source`'s, through resources of their own names (`BY_ID_RESOURCES`), so
+    the incremental cursors and backlogs stay as they were. A record gone (404) is skipped.
+    The webhook drain loads what deliveries named with it."""
+    read = shipments_read_by_id(connection, list(dict.fromkeys(shipment_ids)))
+    return (
+        read,
+        read | _by_id(shipments)(connection),
+        read | _by_id(audit_events)(connection),
+        read | _by_id(shipment_fields)(connection),
+        contacts_by_id(connection, list(dict.fromkeys(contact_ids))),
+    )
+
+
+def _by_id(resource: DltResource) -> DltResource:
+    """`resource` under its by-id name (state of its own), still writing its own table."""
+    renamed = resource.with_name(settings.BY_ID_RESOURCES[resource.name])
+    return renamed.apply_hints(table_name=resource.name)
 
 
 def _columns(table: str, **extra: dict[str, Any]) -> Any:
@@ -266,15 +293,19 @@ def shipment_fields(item: dict[str, Any], context: SyncContext) -> Iterator[list
     yield from _children_of(context, "shipment_fields", item, partial(_fields_of, context))
 
 
-@dlt.resource(
-    write_disposition="merge",
-    primary_key=WORKSPACE_AND_ID,
-    columns=_columns("contacts"),
-    nested_hints={
+# The contacts table's hints, shared by the list (`contacts`) and the reads by id.
+CONTACT_HINTS: dict[str, Any] = {
+    "write_disposition": "merge",
+    "primary_key": WORKSPACE_AND_ID,
+    "columns": _columns("contacts"),
+    "nested_hints": {
         "custom": _nested("contacts__custom"),
         "group_ids": _nested("contacts__group_ids"),
     },
-)
+}
+
+
+@dlt.resource(**CONTACT_HINTS)
 def contacts(context: SyncContext) -> Iterator[list[Record]]:
     """Contacts; custom properties as `contacts__custom` key/value rows."""
     state = dlt.current.resource_state()
@@ -282,6 +313,37 @@ def contacts(context: SyncContext) -> Iterator[list[Record]]:
         for page in incremental_pass(context, "contacts", state):
             ws, guard = context.workspace_id, context.guard
             yield context.counted("contacts", [shape_contact(c, ws, guard) for c in page])
+    except RunStopped:
+        return
+
+
+def _read_one(context: SyncContext, kind: str, record_id: str) -> list[Record]:
+    """One record by id (GET /{kind}/{id}), numbered in read order like a listed one."""
+    record, _, _ = context.client.get_data(item_path(kind, record_id), shape="record")
+    return context.stamp([dict(record)], kind)
+
+
+@dlt.resource(selected=False, name=settings.SHIPMENTS_READ_BY_ID)
+def shipments_read_by_id(context: SyncContext, ids: list[str]) -> Iterator[dict[str, Any]]:
+    """The shipments named, read by id, in the shape `shipment_changes` feeds its three
+    transformers (a kick first, for the children a stopped read left pending)."""
+    yield {"kick": True, "shipments": []}
+    read_one = partial(_read_one, context, "shipments")
+    try:
+        for records in fetch_for_each(context, ids, read_one, {}):
+            yield {"kick": False, "shipments": records}
+    except RunStopped:
+        return
+
+
+@dlt.resource(name=settings.BY_ID_RESOURCES["contacts"], table_name="contacts", **CONTACT_HINTS)
+def contacts_by_id(context: SyncContext, ids: list[str]) -> Iterator[list[Record]]:
+    """The contacts named, read by id (GET /contacts/{id})."""
+    ws, guard = context.workspace_id, context.guard
+    read_one = partial(_read_one, context, "contacts")
+    try:
+        for records in fetch_for_each(context, ids, read_one, {}):
+            yield context.counted("contacts", [shape_contact(c, ws, guard) for c in records])
     except RunStopped:
         return
 

@@ -94,3 +94,15 @@ STATE_PENDING = "pending"  # shipments whose child endpoint is still to fetch
 STATE_PENDING_DETAILS = "pending_details"  # documents whose detail is still to fetch
 STATE_FINGERPRINT = "fingerprint"  # the workspace row as last loaded
 STATE_FINGERPRINTS = "fingerprints"  # the webhooks as last loaded, by id
+
+# Records read one by one, by id (`records_source`: what webhook deliveries named). Each
+# resource has a name of its own, so its dlt state (pending children) is its own and the
+# incremental resources' cursors and backlogs never move; each writes the same table, with the
+# same keys, as the resource it mirrors (the key of this table).
+SHIPMENTS_READ_BY_ID = "shipments_read_by_id"  # feeds the three shipment tables; no table
+BY_ID_RESOURCES: dict[str, str] = {
+    "shipments": "shipments_by_id",
+    "audit_events": "audit_events_by_id",
+    "shipment_fields": "shipment_fields_by_id",
+    "contacts": "contacts_by_id",
+}
