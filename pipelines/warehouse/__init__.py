@@ -26,7 +26,6 @@ import dlt
 
 from pipelines.environment import environment_set
 from pipelines.errors import (
-    AlreadyRunning,
     ModelsError,
     ModelsWarehouseMissing,
     QueryRefused,
@@ -34,7 +33,7 @@ from pipelines.errors import (
     WarehouseMissing,
 )
 
-from . import _duckdb
+from . import _duckdb, _lock
 from ._catalog import (
     LoadedWorkspace,
     SqlClient,
@@ -141,6 +140,12 @@ class Warehouse:
         return self.path.parent / f".{self.path.stem}.dlt"
 
     @property
+    def webhooks_dir(self) -> Path:
+        """The webhook receiver's inbox and signing secrets: beside the warehouse, never in it
+        (a DuckDB file takes one writer, and secrets never reach the data)."""
+        return self.path.parent / f".{self.path.stem}.webhooks"
+
+    @property
     def dbt_dir(self) -> Path:
         """dbt's `target/` and `logs/`, beside the warehouse and never in `models/`."""
         return self.path.parent / f".{self.path.stem}.dbt"
@@ -176,28 +181,17 @@ class Warehouse:
             ) from None
 
     @contextlib.contextmanager
-    def exclusive(self, scope: str | None = None) -> Iterator[None]:
+    def exclusive(self, scope: str | None = None, *, brief: str | None = None) -> Iterator[None]:
         """Hold a run lock beside the warehouse (`.<file>.lock`, or `.<scope>.lock`), or fail
-        at once if another run has it. A run that wrote nothing (a refused key, a wrong URL)
+        at once if another run has it (a hold that says it is `brief`, such as a webhook
+        drain's, is waited for first). A run that wrote nothing (a refused key, a wrong URL)
         takes its lock file and new folders away again."""
         folder = self.path.parent
         created = [p for p in (folder, *folder.parents) if not p.exists()]
         folder.mkdir(parents=True, exist_ok=True)
         lock_path = folder / f".{scope or self.path.name}.lock"
         with open(lock_path, "a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                raise AlreadyRunning(
-                    f"another load is running on {scope or self.path} ({holder}); try again "
-                    "when it ends"
-                ) from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()}")
-            handle.flush()
+            _lock.take(handle, str(scope or self.path), brief)
             try:
                 yield
             finally:
@@ -209,19 +203,20 @@ class Warehouse:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
-    def writer(self) -> Iterator[None]:
+    def writer(self, *, brief: str | None = None) -> Iterator[None]:
         """What a run holds before it asks the service anything. A DuckDB file takes one
-        writer: its folder is checked, its lock taken, and the file held open for the run
-        (dlt's seven connections then share it). Other destinations need nothing yet."""
+        writer: its folder is checked, its lock taken (`brief`: see `exclusive`), and the file
+        held open for the run (dlt's seven connections then share it). Other destinations need
+        nothing yet."""
         if not self.is_file:
             yield
             return
         self.check_writable()
-        with self.exclusive(), _duckdb.held_open(self.path):
+        with self.exclusive(brief=brief), _duckdb.held_open(self.path):
             yield
 
     @contextlib.contextmanager
-    def workspace_session(self, workspace_id: str) -> Iterator[Path]:
+    def workspace_session(self, workspace_id: str, *, brief: str | None = None) -> Iterator[Path]:
         """dlt's working folder for one workspace's run. A DuckDB file keeps it beside itself.
         Elsewhere loads of several workspaces or machines run at once: each holds only its
         workspace's lock, and its state comes from the destination every time (the folder is
@@ -230,7 +225,7 @@ class Warehouse:
             yield self.pipelines_dir
             return
         with (
-            self.exclusive(f"{self.destination}.{workspace_id}"),
+            self.exclusive(f"{self.destination}.{workspace_id}", brief=brief),
             tempfile.TemporaryDirectory() as folder,
         ):
             yield Path(folder)
