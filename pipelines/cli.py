@@ -27,6 +27,7 @@ from pipelines.views import (
     workspaces_summary,
 )
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
+from pipelines.webhooks.cli import webhooks_app
 from pipelines.workspace_loads import WorkspaceLoad, load_workspaces
 from pipelines.workspaces import choose, configured_workspaces
 from sources.signing import RESOURCES, SigningAPIError, parse_iso
@@ -45,6 +46,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # help shows `[sources.signing.workspaces.<name>]` as written
 )
+app.add_typer(webhooks_app, name="webhooks")
 
 WarehouseFile = Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")]
 WorkspacesOption = Annotated[
