@@ -49,6 +49,15 @@ class WorkspaceStatus:
         """The lists whose last pass a stop cut short."""
         return [r.name for r in self.resources if r.interrupted]
 
+    @property
+    def webhooks_reconciled(self) -> tuple[int, int | None] | None:
+        """(changes the webhooks had missed, changes they had brought) as the last load that
+        counted them found; None when webhooks are off for this workspace."""
+        counted = next((r for r in self.runs if r.missed_by_webhooks is not None), None)
+        if counted is None or counted.missed_by_webhooks is None:
+            return None
+        return counted.missed_by_webhooks, counted.brought_by_webhooks
+
 
 @dataclass
 class Status:

@@ -41,6 +41,8 @@ RUN_COLUMNS: dict[str, str] = {
     "rows": "varchar",
     "requests_by_endpoint": "varchar",
     "warnings": "varchar",
+    "missed_by_webhooks": "bigint",
+    "brought_by_webhooks": "bigint",
 }
 _JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings")
 
@@ -66,6 +68,9 @@ class RunRecord:
     rows: dict[str, int] = field(default_factory=dict)
     requests_by_endpoint: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Changes the load found that the webhooks had missed / had brought (None: webhooks off).
+    missed_by_webhooks: int | None = None
+    brought_by_webhooks: int | None = None
 
     def to_row(self) -> dict[str, Any]:
         """Column values for SQL: the outcome as its name, dicts and lists as JSON text."""

@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +27,7 @@ from pipelines.errors import failure_reason
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
 from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
+from pipelines.webhooks.ledger import Reconciliation
 from pipelines.workspace_state import (
     LEGACY_PIPELINE_NAME,
     adopt_legacy_state,
@@ -76,6 +77,10 @@ class LoadResult:
     workspace_id: str | None = None
     workspace_name: str | None = None  # the configured entry (`--workspace`)
     load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
+    # Of the shipments and contacts this load found changed, in a workspace with webhooks on:
+    # how many the webhooks had missed, and how many a drain had loaded already (None: off).
+    missed_by_webhooks: int | None = None
+    brought_by_webhooks: int | None = None
 
     @property
     def seconds(self) -> float:
@@ -106,6 +111,8 @@ class LoadResult:
             rows=dict(self.rows),
             requests_by_endpoint=dict(stats.by_endpoint),
             warnings=list(stats.warnings),
+            missed_by_webhooks=self.missed_by_webhooks,
+            brought_by_webhooks=self.brought_by_webhooks,
         )
 
 
@@ -175,9 +182,26 @@ def load_incremental(
                         "--since is ignored: this workspace already has cursors "
                         "(--full-refresh starts again from --since)"
                     )
-            return _run(pipeline, source, control, started, (workspace_id, workspace_name))
+            ledger = None if options.resources else _ledger(place, workspace_id, started, control)
+            if ledger is not None:
+                held.callback(ledger.close)
+                ledger.watch(source)
+            result = _run(
+                pipeline, source, control, started, (workspace_id, workspace_name), ledger
+            )
+            if ledger is not None and result.exit_code == EXIT_DONE:
+                load_id = result.load_info.loads_ids[0] if result.load_info else None
+                ledger.completed(load_id, started - timedelta(seconds=connection.lag_seconds + 1))
+            return result
     finally:
         control.finish()
+
+
+def _ledger(
+    warehouse: Warehouse, workspace_id: str, started: datetime, control: RunControl
+) -> Reconciliation | None:
+    """The webhooks' part in a whole poll of a subscribed workspace (none when they are off)."""
+    return Reconciliation.for_workspace(warehouse, workspace_id, started, control.stats.warn)
 
 
 def _workspace_pipeline(
@@ -201,9 +225,11 @@ def _run(
     control: RunControl,
     started: datetime,
     workspace: tuple[str, str | None],
+    ledger: Reconciliation | None = None,
 ) -> LoadResult:
     """Run the pipeline with signals turned into a clean stop, then record the run of
-    `workspace` (its id, and the configured name it ran as)."""
+    `workspace` (its id, and the configured name it ran as), with what the webhooks had
+    missed of its changes when `ledger` compares them."""
     workspace_id, workspace_name = workspace
     stats = control.stats
     try:
@@ -236,6 +262,8 @@ def _run(
         workspace_name=workspace_name,
         load_info=info,
     )
+    if ledger is not None:
+        result.missed_by_webhooks, result.brought_by_webhooks = ledger.counts()
     record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     record_run(pipeline, result.record(control.run_id))
     return result
@@ -286,6 +314,15 @@ class _Steps:
             return call(*args)
         finally:
             self.seconds[step] = time.monotonic() - began
+
+
+def run_steps(
+    pipeline: dlt.Pipeline, source: Any, stats: RunStats
+) -> tuple[LoadInfo, dict[str, int]]:
+    """Extract, normalize and load `source` as a load does (what an interrupted run left goes
+    first), without a run record: dlt's account of the load, and the rows per table."""
+    steps = _Steps()
+    return steps.run(pipeline, source, stats), steps.rows
 
 
 def _records_in(extracted: ExtractInfo) -> int:

@@ -105,6 +105,8 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             truncated_trails=stats.truncated_trails,
             workspace_id=result.workspace_id,
             workspace=result.workspace_name,
+            missed_by_webhooks=result.missed_by_webhooks,
+            brought_by_webhooks=result.brought_by_webhooks,
         )
     elif not several:
         table = PlainTable("table", "rows loaded", title="Load summary")
@@ -115,6 +117,8 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
         out.print(table)
         out.print(costs_line(stats, seconds), highlight=False)
     prefix = f"workspace {result.workspace_name}: " if several else ""
+    if result.missed_by_webhooks is not None and not output.is_json():
+        output.info(prefix + webhooks_line(result.missed_by_webhooks, result.brought_by_webhooks))
     if stats.truncated_trails:
         output.warning(
             f"{prefix}{stats.truncated_trails} audit trails were cut at the API's "
@@ -122,6 +126,14 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
         )
     for warning in stats.warnings:
         output.warning(prefix + warning)
+
+
+def webhooks_line(missed: int, brought: int | None) -> str:
+    """What a load found of the webhooks' work: the changes they missed, which it loaded."""
+    return (
+        f"webhooks: {missed:,} changed shipments and contacts had been missed by them (loaded "
+        f"now), {brought or 0:,} had come by webhook"
+    )
 
 
 # ---------------------------------------------------------------------- status
@@ -149,6 +161,11 @@ def print_status(found: Status, warehouse: Path) -> None:
     else:
         for workspace in found.workspaces:
             _print_workspace(workspace, warehouse)
+    for workspace in found.workspaces:
+        reconciled = workspace.webhooks_reconciled
+        if reconciled is not None:
+            who = f"{_label(workspace)}: " if several else ""
+            out.print(f"{who}last load: {webhooks_line(*reconciled)}", highlight=False)
 
 
 def _label(workspace: WorkspaceStatus) -> str:
