@@ -1,8 +1,9 @@
 """The demo: everything working on a fresh machine with no key and no configuration.
 
 A sandbox starts in this process with its clock four weeks back, the pipeline loads it, the
-clock moves a week at a time with an incremental load after each, the models are built, and
-the report is written if the notebook exists.
+clock moves a week at a time with an incremental load after each, a shipment sent in the
+sandbox reaches `raw` through the webhook receiver, the models are built, and the report is
+written if the notebook exists.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import httpx
 from pipelines.environment import environment_set, source_environment
 from pipelines.signing_pipeline import LoadResult, load_incremental
 from pipelines.warehouse import Warehouse
+from pipelines.webhooks.demo import WebhookTrip, webhook_trip
 
 DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
@@ -67,6 +69,7 @@ class DemoResult:
     warehouse: Warehouse
     loads: list[LoadResult] = field(default_factory=list)
     sandbox_now: str = ""
+    webhook: WebhookTrip | None = None  # a shipment sent, and its way to raw by webhook
 
 
 def run_demo(
@@ -111,6 +114,20 @@ def run_demo(
             say(f"Week {week} of {weeks} passed in the sandbox; incremental load…")
             result.loads.append(_load(place))
             say(_line(result.loads[-1]))
+        say("Webhooks: a receiver subscribed, a shipment sent in the sandbox…")
+        trip = webhook_trip(
+            place,
+            running.base_url,
+            running.api_key,
+            requests_per_second=DEMO_RATE,
+            burst=DEMO_BURST,
+        )
+        result.webhook = trip
+        say(
+            f"  shipment {trip.shipment_id} reached raw.shipments through the webhook receiver "
+            f"in {trip.seconds:.1f} s (a signed delivery, kept in the inbox, drained by a "
+            "small load)"
+        )
         result.sandbox_now = datetime.fromtimestamp(
             running.store.clock.now_ms() / 1000, UTC
         ).strftime("%Y-%m-%d %H:%M UTC")

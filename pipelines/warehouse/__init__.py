@@ -239,10 +239,12 @@ class Warehouse:
         return _duckdb.duckdb_destination(self.path)
 
     def remove(self) -> None:
-        """Delete a DuckDB warehouse and its dlt folder (the demo starts afresh)."""
+        """Delete a DuckDB warehouse, its dlt folder and its webhook inbox (the demo starts
+        afresh)."""
         if self.is_file:
             self.path.unlink(missing_ok=True)
             shutil.rmtree(self.pipelines_dir, ignore_errors=True)
+            shutil.rmtree(self.webhooks_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ reading
 

@@ -61,9 +61,25 @@ class DrainResult:
 
     def line(self) -> str:
         """One line for the receiver's log."""
-        what = f"{self.deliveries} deliveries, {self.records} records, {self.requests} requests"
+        what = ", ".join(
+            _counted(count, name)
+            for count, name in (
+                (self.deliveries, "delivery loaded"),
+                (self.records, "record read"),
+                (self.requests, "request"),
+            )
+        )
         said = f": {self.reason}" if self.reason else ""
         return f"workspace {self.workspace}: drain {self.outcome}{said} ({what})"
+
+
+def _counted(count: int, name: str) -> str:
+    """`1 delivery loaded`, `2 deliveries loaded`, `3 requests`."""
+    if count == 1:
+        return f"1 {name}"
+    noun, _, rest = name.partition(" ")
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{count:,} {plural} {rest}".rstrip()
 
 
 def drain(
