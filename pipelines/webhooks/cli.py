@@ -5,6 +5,7 @@ The receiver's service is imported where it is used: its drains load dlt, which 
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,7 @@ import typer
 
 from pipelines import output
 from pipelines.errors import SigningEtlError
+from pipelines.outcome import SIGNAL_BASE
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.receiver import DEFAULT_PORT, ReceiverSettings
@@ -210,10 +212,16 @@ def serve_command(
     except SigningEtlError as error:
         raise fail(str(error)) from None
     print_urls(receiver.urls())
-    loads = "kept only (`load` drains them)" if no_loads else f"loaded {load_after:g} s after "
-    loads += "" if no_loads else f"the last one, {load_within:g} s after the first at the latest"
-    output.info(f"Deliveries are kept in {receiver.inbox.path} and {loads}; Ctrl-C stops.")
-    receiver.run()
+    if no_loads:
+        loads = "`signing-etl load` drains them"
+    else:
+        loads = f"a drain loads them {load_after:g} s after the last one arrived (at most "
+        loads += f"{load_within:g} s after the first)"
+    output.info(f"Deliveries are kept in {receiver.inbox.path}; {loads}. Ctrl-C stops.")
+    stopped_by = receiver.run()
+    if stopped_by is not None:
+        output.info(f"stopped by {signal.Signals(stopped_by).name}")
+        raise typer.Exit(SIGNAL_BASE + stopped_by)
 
 
 @webhooks_app.command("status")

@@ -4,6 +4,7 @@ drains the inbox into the warehouse."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,13 +70,24 @@ class WebhookReceiver:
             for e in self.entries
         ]
 
-    def run(self) -> None:
-        """Serve in the foreground until SIGINT or SIGTERM; a running drain is cut short."""
+    def run(self) -> int | None:
+        """Serve in the foreground until SIGINT or SIGTERM, then cut a running drain short
+        (what it fetched is loaded; its deliveries wait for the next start) and return the
+        signal's number. uvicorn stops on the signal and raises it again once it has: the
+        handlers here take it then, so that the drain is stopped before the process ends."""
+        caught: list[int] = []
+        previous = {
+            kind: signal.signal(kind, lambda number, _: caught.append(number))
+            for kind in (signal.SIGINT, signal.SIGTERM)
+        }
         self._start_trigger()
         try:
             self.server.serve()
         finally:
+            for kind, handler in previous.items():
+                signal.signal(kind, handler)
             self.close()
+        return caught[0] if caught else None
 
     def start(self) -> None:
         """Serve in a background thread (the demo, benchmarks)."""
