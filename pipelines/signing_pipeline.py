@@ -39,6 +39,7 @@ from sources.signing import (
     RunControl,
     RunStats,
     RunStopped,
+    SyncContext,
     chosen_resources,
     connect,
     describe_sync,
@@ -182,26 +183,26 @@ def load_incremental(
                         "--since is ignored: this workspace already has cursors "
                         "(--full-refresh starts again from --since)"
                     )
-            ledger = None if options.resources else _ledger(place, workspace_id, started, control)
+            ledger = None if options.resources else _ledger(place, connection, started, held)
             if ledger is not None:
-                held.callback(ledger.close)
                 ledger.watch(source)
-            result = _run(
-                pipeline, source, control, started, (workspace_id, workspace_name), ledger
-            )
-            if ledger is not None and result.exit_code == EXIT_DONE:
-                load_id = result.load_info.loads_ids[0] if result.load_info else None
-                ledger.completed(load_id, started - timedelta(seconds=connection.lag_seconds + 1))
-            return result
+            return _run(pipeline, source, control, started, (workspace_id, workspace_name), ledger)
     finally:
         control.finish()
 
 
 def _ledger(
-    warehouse: Warehouse, workspace_id: str, started: datetime, control: RunControl
+    warehouse: Warehouse, connection: SyncContext, started: datetime, held: contextlib.ExitStack
 ) -> Reconciliation | None:
-    """The webhooks' part in a whole poll of a subscribed workspace (none when they are off)."""
-    return Reconciliation.for_workspace(warehouse, workspace_id, started, control.stats.warn)
+    """The webhooks' part in a whole poll of a subscribed workspace (none when they are off):
+    what the drains loaded before the poll's reach (where the next poll reads from) is
+    compared with what it loads."""
+    reach = started - timedelta(seconds=connection.lag_seconds + 1)
+    warn = connection.client.stats.warn
+    ledger = Reconciliation.for_workspace(warehouse, connection.workspace_id, started, reach, warn)
+    if ledger is not None:
+        held.callback(ledger.close)
+    return ledger
 
 
 def _workspace_pipeline(
@@ -266,6 +267,8 @@ def _run(
         result.missed_by_webhooks, result.brought_by_webhooks = ledger.counts()
     record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     record_run(pipeline, result.record(control.run_id))
+    if ledger is not None and not reason:  # ran to its end: the deliveries it took are done
+        ledger.completed(info.loads_ids[0] if info.loads_ids else None)
     return result
 
 

@@ -114,6 +114,8 @@ def drain_workspace(
     started = stamp(now_utc())
     deliveries = inbox.waiting(entry.name, batch)
     result = DrainResult(entry.name, str(Outcome.COMPLETED))
+    if not deliveries:
+        return result
     try:
         _load(warehouse, entry, inbox, deliveries, control, result, source_settings)
     except AlreadyRunning as error:

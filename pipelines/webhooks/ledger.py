@@ -66,19 +66,26 @@ class Reconciliation:
     changes they missed, and takes the deliveries waiting since before it began into
     `raw.webhook_deliveries` (the poll reads their records itself, at least as new)."""
 
-    def __init__(self, inbox: Inbox, workspace_id: str, started: datetime) -> None:
+    def __init__(self, inbox: Inbox, workspace_id: str, started: datetime, reach: datetime) -> None:
         self.inbox = inbox
         self.workspace_id = workspace_id
+        self.reach = reach
         self.seen = RowDigests()
         self.taken = inbox.waiting_for(workspace_id, started)
 
     @classmethod
     def for_workspace(
-        cls, warehouse: Warehouse, workspace_id: str, started: datetime, warn: Callable[[str], None]
+        cls,
+        warehouse: Warehouse,
+        workspace_id: str,
+        started: datetime,
+        reach: datetime,
+        warn: Callable[[str], None],
     ) -> Reconciliation | None:
         """The reconciliation of a workspace this warehouse's receiver is subscribed for, for
-        a poll that began at `started`; None when webhooks are off for it, or when its secrets
-        or inbox cannot be read (`warn` says so: the poll loads all the same)."""
+        a poll that began at `started` and whose successor reads changes from `reach`; None
+        when webhooks are off for it, or when its secrets or inbox cannot be read (`warn` says
+        so: the poll loads all the same)."""
         folder = warehouse.webhooks_dir
         if not folder.exists():
             return None
@@ -86,7 +93,7 @@ class Reconciliation:
             secrets = SecretsFile(folder).read()
             if not any(w.workspace_id == workspace_id and w.active() for w in secrets.values()):
                 return None
-            return cls(Inbox.open(folder), workspace_id, started)
+            return cls(Inbox.open(folder), workspace_id, started, reach)
         except WebhooksError as error:
             warn(f"webhooks: the changes they missed are not counted: {error}")
             return None
@@ -112,11 +119,11 @@ class Reconciliation:
                 missed += 1
         return missed, brought
 
-    def completed(self, load_id: str | None, reach: datetime) -> None:
+    def completed(self, load_id: str | None) -> None:
         """After a poll that ran to its end: the deliveries it took are done, and the digests
-        of drains before `reach` (where the next poll starts reading) are no longer needed."""
+        of drains before its reach (where the next poll reads from) are no longer needed."""
         self.inbox.mark_done(self.taken, load_id)
-        self.inbox.forget_drained(self.workspace_id, reach)
+        self.inbox.forget_drained(self.workspace_id, self.reach)
 
     def close(self) -> None:
         self.inbox.close()

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from datetime import datetime
 
 from pipelines import output
-from pipelines.output import PlainTable
+from pipelines.output import PlainTable, printable
 from pipelines.webhooks.inbox import InboxStatus
 from pipelines.webhooks.secrets_file import now_utc
 from pipelines.webhooks.subscriptions import Change, Listed
@@ -60,7 +60,7 @@ def print_urls(urls: Sequence[tuple[str, str, bool]]) -> None:
     --target-url` plus the workspace's name, must reach)."""
     for name, url, subscribed in urls:
         note = "" if subscribed else " (not subscribed: signing-etl webhooks subscribe)"
-        out.print(f"workspace {name}: {url}{note}", highlight=False, soft_wrap=True)
+        out.print(f"workspace {printable(name)}: {url}{note}", highlight=False, soft_wrap=True)
     sys.stdout.flush()
 
 
@@ -100,10 +100,11 @@ def print_inbox(found: dict[str, InboxStatus], as_json: bool) -> None:
     for status in found.values():
         if status.rejected:
             reasons = ", ".join(f"{reason} {n:,}" for reason, n in sorted(status.rejected.items()))
-            out.print(f"{status.workspace}: refused: {reasons}", highlight=False)
+            out.print(printable(f"{status.workspace}: refused: {reasons}"), highlight=False)
         drained = status.last_drain
         if drained and drained.reason:
-            out.print(f"{status.workspace}: last drain: {drained.reason}", highlight=False)
+            said = f"{status.workspace}: last drain: {drained.reason}"
+            out.print(printable(said), highlight=False)
 
 
 def _since(moment: str) -> str:

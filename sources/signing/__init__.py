@@ -84,6 +84,7 @@ __all__ = [
     "ServiceUnreachable",
     "SigningAPIError",
     "SourceConfigError",
+    "SyncContext",
     "UnexpectedAnswer",
     "checked_base_url",
     "chosen_resources",
