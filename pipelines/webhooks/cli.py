@@ -180,7 +180,7 @@ def serve_command(
     load_within: Annotated[
         float,
         typer.Option(min=0, help="Most seconds a delivery waits for its drain while more come."),
-    ] = 50.0,
+    ] = 30.0,
     no_loads: Annotated[
         bool, typer.Option("--no-loads", help="Only keep deliveries; `load` drains them.")
     ] = False,

@@ -164,9 +164,14 @@ class Inbox:
     @classmethod
     def open(cls, folder: Path) -> Inbox:
         """The inbox in `folder`, created (0600, in a folder 0700) when missing."""
-        path = private_folder(folder) / FILE_NAME
-        if not path.exists():
-            path.touch(mode=0o600)
+        try:
+            path = private_folder(folder) / FILE_NAME
+            if not path.exists():
+                path.touch(mode=0o600)
+        except OSError as error:
+            raise WebhooksError(
+                f"cannot make the webhook inbox in {folder}: {error.strerror}"
+            ) from None
         return cls(path)
 
     @classmethod

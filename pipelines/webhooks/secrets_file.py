@@ -128,8 +128,12 @@ class SecretsFile:
     def changing(self) -> Iterator[Secrets]:
         """The secrets to change in the block, written back when it ends; one writer at a
         time (two `subscribe` commands at once take turns)."""
-        private_folder(self.folder)
-        with open(self.folder / "secrets.lock", "a") as lock:
+        try:
+            private_folder(self.folder)
+            lock = open(self.folder / "secrets.lock", "a")  # noqa: SIM115 (closed below)
+        except OSError as error:
+            raise WebhooksError(f"cannot write in {self.folder}: {error.strerror}") from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 secrets = self.read()
@@ -152,18 +156,21 @@ class SecretsFile:
             {"version": 1, "workspaces": {name: asdict(ws) for name, ws in secrets.items()}},
             option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS,
         )
-        handle, temporary = tempfile.mkstemp(prefix=".secrets.", dir=self.folder)
         try:
-            os.fchmod(handle, 0o600)
-            os.write(handle, body)
-            os.fsync(handle)
-        finally:
-            os.close(handle)
+            handle, temporary = tempfile.mkstemp(prefix=".secrets.", dir=self.folder)
+        except OSError as error:
+            raise WebhooksError(f"cannot write in {self.folder}: {error.strerror}") from None
         try:
+            try:
+                os.fchmod(handle, 0o600)
+                os.write(handle, body)
+                os.fsync(handle)
+            finally:
+                os.close(handle)
             os.replace(temporary, self.path)
-        except OSError:
+        except OSError as error:
             Path(temporary).unlink(missing_ok=True)
-            raise
+            raise WebhooksError(f"cannot write {self.path}: {error.strerror}") from None
 
 
 def _parsed(document: Any) -> Secrets:

@@ -37,7 +37,7 @@ class WebhookReceiver:
         settings: ReceiverSettings,
         *,
         load_after: float | None = None,
-        load_within: float = 50.0,
+        load_within: float = 30.0,
         **source_settings: Any,
     ) -> None:
         self.entries = list(entries)

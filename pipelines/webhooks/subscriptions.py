@@ -257,9 +257,19 @@ def subscribe(
             for subscription_id in sorted(old):
                 client.delete(subscription_id)
             _retire(secrets, entry.name, old)
-            action = "rotated" if kept else "replaced (secret lost)" if same else "subscribed"
-            changes.append(Change(entry.name, event, target, created["id"], action))
+            changes.append(Change(entry.name, event, target, created["id"], _done(same, held)))
     return changes
+
+
+def _done(replaced: list[dict[str, Any]], held: set[str]) -> str:
+    """What creating a subscription did to those it replaced."""
+    if not replaced:
+        return "subscribed"
+    if any(h["id"] in held and h.get("is_active") is True for h in replaced):
+        return "rotated"
+    if any(h["id"] in held for h in replaced):
+        return "replaced (inactive)"
+    return "replaced (secret lost)"
 
 
 def list_subscriptions(entry: WorkspaceEntry, secrets: SecretsFile) -> list[Listed]:
