@@ -16,14 +16,15 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 import dlt
+from dlt.common.configuration.exceptions import ConfigFieldMissingException
 from dlt.common.pipeline import ExtractInfo, LoadInfo
 
-from pipelines.errors import failure_reason
+from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
 from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
@@ -39,6 +40,7 @@ from sources.signing import (
     RunControl,
     RunStats,
     RunStopped,
+    SigningAPIError,
     SyncContext,
     chosen_resources,
     connect,
@@ -78,8 +80,7 @@ class LoadResult:
     workspace_id: str | None = None
     workspace_name: str | None = None  # the configured entry (`--workspace`)
     load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
-    # Of the shipments and contacts this load found changed, in a workspace with webhooks on:
-    # how many the webhooks had missed, and how many a drain had loaded already (None: off).
+    # Changed shipments and contacts the webhooks had missed / brought (None: webhooks off).
     missed_by_webhooks: int | None = None
     brought_by_webhooks: int | None = None
 
@@ -112,6 +113,9 @@ class LoadResult:
             rows=dict(self.rows),
             requests_by_endpoint=dict(stats.by_endpoint),
             warnings=list(stats.warnings),
+            service_time=stats.service_time,
+            limits=dict(stats.limits),
+            daily_remaining=stats.daily_remaining,
             missed_by_webhooks=self.missed_by_webhooks,
             brought_by_webhooks=self.brought_by_webhooks,
         )
@@ -161,48 +165,82 @@ def load_incremental(
     options = options or LoadOptions()
     control = control or RunControl()
     started = datetime.now(UTC)
+    workspace: tuple[str | None, str | None] = (None, workspace_name)
     try:
         with contextlib.ExitStack() as held:
             held.enter_context(place.writer())
-            connection = connect(
-                since=options.since,
-                max_requests=options.max_requests,
-                control=control,
-                **source_settings,
+            held.enter_context(stop_on_signals(control))
+            try:
+                connection = connect(
+                    since=options.since,
+                    max_requests=options.max_requests,
+                    control=control,
+                    **source_settings,
+                )
+                workspace = (connection.workspace_id, workspace_name)
+                folder = held.enter_context(place.workspace_session(connection.workspace_id))
+                pipeline = _workspace_pipeline(
+                    place, connection.workspace_id, folder, options.full_refresh
+                )
+            except (SigningEtlError, SigningAPIError, ConfigFieldMissingException) as error:
+                _record_before_pipeline(place, control, started, workspace, error)
+                raise
+            source = _source_for(connection, pipeline, options, control)
+            ledger = (
+                None if options.resources else Reconciliation.of_poll(place, connection, started)
             )
-            workspace_id = connection.workspace_id
-            folder = held.enter_context(place.workspace_session(workspace_id))
-            pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
-            source = signing_source(connection)
-            if options.resources:
-                source = source.with_resources(*chosen_resources(options.resources))
-            if options.since and not options.full_refresh:
-                pipeline.sync_destination()
-                if describe_sync(pipeline.state):
-                    control.stats.warn(
-                        "--since is ignored: this workspace already has cursors "
-                        "(--full-refresh starts again from --since)"
-                    )
-            ledger = None if options.resources else _ledger(place, connection, started, held)
             if ledger is not None:
+                held.callback(ledger.close)
                 ledger.watch(source)
-            return _run(pipeline, source, control, started, (workspace_id, workspace_name), ledger)
+            ran = (connection.workspace_id, workspace_name)
+            return _run(pipeline, source, control, started, ran, ledger)
     finally:
         control.finish()
 
 
-def _ledger(
-    warehouse: Warehouse, connection: SyncContext, started: datetime, held: contextlib.ExitStack
-) -> Reconciliation | None:
-    """The webhooks' part in a whole poll of a subscribed workspace (none when they are off):
-    what the drains loaded before the poll's reach (where the next poll reads from) is
-    compared with what it loads."""
-    reach = started - timedelta(seconds=connection.lag_seconds + 1)
-    warn = connection.client.stats.warn
-    ledger = Reconciliation.for_workspace(warehouse, connection.workspace_id, started, reach, warn)
-    if ledger is not None:
-        held.callback(ledger.close)
-    return ledger
+def _source_for(
+    connection: SyncContext, pipeline: dlt.Pipeline, options: LoadOptions, control: RunControl
+) -> Any:
+    """The source bound to the connection, with the resources asked for; `since` warned
+    about when the workspace already has cursors (it applies to a first run only)."""
+    source = signing_source(connection)
+    if options.resources:
+        source = source.with_resources(*chosen_resources(options.resources))
+    if options.since and not options.full_refresh:
+        pipeline.sync_destination()
+        if describe_sync(pipeline.state):
+            control.stats.warn(
+                "--since is ignored: this workspace already has cursors "
+                "(--full-refresh starts again from --since)"
+            )
+    return source
+
+
+def _record_before_pipeline(
+    warehouse: Warehouse,
+    control: RunControl,
+    started: datetime,
+    workspace: tuple[str | None, str | None],
+    error: BaseException,
+) -> None:
+    """Record a run that ended before its pipeline existed (a refused key, a service that does
+    not answer, a setting found wrong) in the warehouse, so that `status` shows it. A warehouse
+    never loaded is left as it was (nothing at all), and one that is itself what failed cannot
+    take the record."""
+    code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
+    ended = LoadResult(
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        stats=control.stats,
+        stopped=failure_reason(error),
+        exit_code=code,
+        workspace_id=workspace[0],
+        workspace_name=workspace[1],
+    )
+    if isinstance(error, WarehouseError) or not warehouse.loaded_before():
+        return  # no warehouse to account in yet (a first run leaves nothing behind)
+    with contextlib.suppress(Exception), warehouse.sql_client() as client:
+        record_run(client, ended.record(control.run_id))
 
 
 def _workspace_pipeline(
@@ -229,14 +267,12 @@ def _run(
     ledger: Reconciliation | None = None,
 ) -> LoadResult:
     """Run the pipeline with signals turned into a clean stop, then record the run of
-    `workspace` (its id, and the configured name it ran as), with what the webhooks had
-    missed of its changes when `ledger` compares them."""
+    `workspace` (its id, and the configured name it ran as) and what `ledger` counted."""
     workspace_id, workspace_name = workspace
     stats = control.stats
     try:
-        with stop_on_signals(control):
-            steps = _Steps()
-            info = steps.run(pipeline, source, control.stats)
+        steps = _Steps()
+        info = steps.run(pipeline, source, control.stats)
     except Exception as error:
         failed = LoadResult(
             started_at=started,
@@ -247,8 +283,8 @@ def _run(
             workspace_id=workspace_id,
             workspace_name=workspace_name,
         )
-        with contextlib.suppress(Exception):  # the warehouse itself may be what failed
-            record_run(pipeline, failed.record(control.run_id))
+        with contextlib.suppress(Exception), pipeline.sql_client() as client:
+            record_run(client, failed.record(control.run_id))  # the warehouse may have failed
         raise
     reason = control.reason
     result = LoadResult(
@@ -264,11 +300,10 @@ def _run(
         load_info=info,
     )
     if ledger is not None:
-        result.missed_by_webhooks, result.brought_by_webhooks = ledger.counts()
+        ledger.account(result)
     record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
-    record_run(pipeline, result.record(control.run_id))
-    if ledger is not None and not reason:  # ran to its end: the deliveries it took are done
-        ledger.completed(info.loads_ids[0] if info.loads_ids else None)
+    with pipeline.sql_client() as client:
+        record_run(client, result.record(control.run_id))
     return result
 
 
@@ -297,18 +332,22 @@ class _Steps:
                 pipeline.normalize()
             with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
                 pipeline.load()
+        stats.enter("fetching")
         extracted = self._timed("extract", pipeline.extract, source)
         file_format = pipeline.destination.caps_params.get("loader_file_format_selector")
         if isinstance(file_format, LoadFileFormat):
             file_format.choose_for(_records_in(extracted))
+        stats.enter("normalizing")
         normalized = self._timed("normalize", pipeline.normalize)
         self.rows = {
             table: n
             for table, n in (normalized.row_counts if normalized else {}).items()
             if not table.startswith("_dlt")
         }
+        stats.enter("loading")
         with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
             info: LoadInfo = self._timed("load", pipeline.load)
+        stats.enter("recording")
         return info
 
     def _timed(self, step: str, call: Any, *args: Any) -> Any:
@@ -319,11 +358,8 @@ class _Steps:
             self.seconds[step] = time.monotonic() - began
 
 
-def run_steps(
-    pipeline: dlt.Pipeline, source: Any, stats: RunStats
-) -> tuple[LoadInfo, dict[str, int]]:
-    """Extract, normalize and load `source` as a load does (what an interrupted run left goes
-    first), without a run record: dlt's account of the load, and the rows per table."""
+def run_steps(pipeline: dlt.Pipeline, source: Any, stats: RunStats) -> tuple[LoadInfo, Any]:
+    """A load's steps for `source`, with no run record: dlt's account, rows per table."""
     steps = _Steps()
     return steps.run(pipeline, source, stats), steps.rows
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +15,20 @@ import pytest
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, SandboxFactory, client_for
 from tests.support.postgres import PostgresServer, in_ci, missing_server, running_postgres
+
+
+def _isolated_from_the_users_configuration() -> None:
+    """dlt reads `.dlt/` of the folder it runs in and of the user's home: a checkout whose
+    `.dlt/secrets.toml` names workspaces (as the README tells users to write) must not change
+    what the tests load. Each test process gets empty folders of its own instead; the CLI's
+    subprocesses already run in a test's own folder without any `DLT_*` variable."""
+    empty = tempfile.mkdtemp(prefix="signing-tests-dlt-")
+    atexit.register(shutil.rmtree, empty, True)
+    os.environ["DLT_PROJECT_DIR"] = empty
+    os.environ["DLT_DATA_DIR"] = os.path.join(empty, "global")
+
+
+_isolated_from_the_users_configuration()
 
 
 @pytest.fixture(scope="session")

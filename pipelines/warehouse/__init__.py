@@ -1,18 +1,12 @@
 """The warehouse: one object, made once from the CLI's or Dagster's options, that owns where the
-data lives and everything done to the place itself: its working folders and lock, the check
-that it can be written, holding it open during a run, dlt's destination, one read-only SQL
-reader for every backend, what it holds, and the local copy of the marts the report reads.
-
-A DuckDB file takes one writer and lives beside its working folders; any other dlt destination
-(Postgres, ...) takes concurrent writers, keeps its state in the database, and only dlt's and
-dbt's working folders live beside `path`. Nothing else in the project opens DuckDB or asks
-which destination it is.
-"""
+data lives and what is done to the place itself (working folders, lock, writability, dlt's
+destination, one read-only reader for every backend, the local copy the report reads). A DuckDB
+file takes one writer; other dlt destinations take concurrent writers and keep their state in
+the database. Nothing else in the project opens DuckDB or asks which destination it is."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
@@ -33,7 +27,7 @@ from pipelines.errors import (
     WarehouseMissing,
 )
 
-from . import _duckdb, _lock
+from . import _duckdb
 from ._catalog import (
     LoadedWorkspace,
     SqlClient,
@@ -42,6 +36,7 @@ from ._catalog import (
     loaded_workspaces,
     tables_in,
 )
+from ._lock import held_lock
 from ._postgres import POSTGRES, dbt_environment, read_only_statement
 
 DEFAULT_DESTINATION = _duckdb.DUCKDB
@@ -150,9 +145,6 @@ class Warehouse:
         """dbt's `target/` and `logs/`, beside the warehouse and never in `models/`."""
         return self.path.parent / f".{self.path.stem}.dbt"
 
-    def exists(self) -> bool:
-        return self.path.exists() if self.is_file else True
-
     # ------------------------------------------------------------------ writing
 
     def check_is_file(self) -> None:
@@ -186,21 +178,13 @@ class Warehouse:
         at once if another run has it (a hold that says it is `brief`, such as a webhook
         drain's, is waited for first). A run that wrote nothing (a refused key, a wrong URL)
         takes its lock file and new folders away again."""
-        folder = self.path.parent
-        created = [p for p in (folder, *folder.parents) if not p.exists()]
-        folder.mkdir(parents=True, exist_ok=True)
-        lock_path = folder / f".{scope or self.path.name}.lock"
-        with open(lock_path, "a+") as handle:
-            _lock.take(handle, str(scope or self.path), brief)
-            try:
-                yield
-            finally:
-                if scope or (not self.path.exists() and not self.pipelines_dir.exists()):
-                    lock_path.unlink(missing_ok=True)
-                    for made in created:  # innermost first
-                        with contextlib.suppress(OSError):
-                            made.rmdir()
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        lock_path = self.path.parent / f".{scope or self.path.name}.lock"
+
+        def wrote_nothing() -> bool:
+            return bool(scope) or (not self.path.exists() and not self.pipelines_dir.exists())
+
+        with held_lock(lock_path, scope or self.path, wrote_nothing, brief):
+            yield
 
     @contextlib.contextmanager
     def writer(self, *, brief: str | None = None) -> Iterator[None]:
@@ -230,6 +214,21 @@ class Warehouse:
         ):
             yield Path(folder)
 
+    @contextlib.contextmanager
+    def sql_client(self) -> Iterator[Any]:
+        """dlt's SQL client of the `raw` dataset for writing the project's own tables, such as
+        the record of a run that ended before it had a pipeline (a refused key). A DuckDB file
+        that does not exist yet is created: the record is the run's account."""
+        with tempfile.TemporaryDirectory() as folder:
+            writer = dlt.pipeline(
+                pipeline_name="signing_records",
+                pipelines_dir=folder,
+                destination=self.dlt_destination(),
+                dataset_name=DATASET,
+            )
+            with writer.sql_client() as client:
+                yield client
+
     def dlt_destination(self) -> Any:
         """dlt's destination: DuckDB at `path` with its load files chosen by size, or the
         named destination configured as dlt configures it."""
@@ -248,6 +247,16 @@ class Warehouse:
 
     # ------------------------------------------------------------------ reading
 
+    def loaded_before(self) -> bool:
+        """Whether a load has written the warehouse already (its `raw` dataset exists)."""
+        if self.is_file:
+            return self.path.is_file()
+        try:
+            with self.reader():
+                return True
+        except Exception:  # no dataset yet, or a database that cannot be reached
+            return False
+
     @contextlib.contextmanager
     def reader(self) -> Iterator[SqlClient]:
         """A SQL client of the `raw` dataset for reading: a read-only DuckDB connection (the
@@ -260,25 +269,13 @@ class Warehouse:
             with _duckdb.read_only(self.path, DATASET) as reader:
                 yield reader
             return
-        with self._dlt_client() as client:
+        with self.sql_client() as client:
             if not client.has_dataset():
                 raise WarehouseMissing(
                     f"no dataset {DATASET} in the {self.destination} destination; "
                     f"run `signing-etl load --destination {self.destination}` first"
                 )
             yield client
-
-    @contextlib.contextmanager
-    def _dlt_client(self) -> Iterator[Any]:
-        with tempfile.TemporaryDirectory() as folder:
-            reader = dlt.pipeline(
-                pipeline_name="signing_reader",
-                pipelines_dir=folder,
-                destination=self.destination,
-                dataset_name=DATASET,
-            )
-            with reader.sql_client() as client:
-                yield client
 
     def read_only_query(self, query: str, most: int) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The column names and at most `most` rows of exactly one reading statement (`sql`),
@@ -327,30 +324,9 @@ class Warehouse:
                 f"no warehouse at {self.path}: load it first (`signing-etl load`), or point "
                 "--duckdb at an existing one"
             )
-        if not self.path.is_file():
-            raise ModelsError(
-                f"{self.path} is a folder, not a warehouse: point --duckdb at the file"
-            )
-        try:
-            for name in ("target", "logs"):
-                (self.dbt_dir / name).mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=self.path.parent):
-                pass
-        except OSError as error:
-            raise ModelsError(
-                f"cannot write in {self.path.parent} ({error.strerror or error}): the models "
-                "write beside the warehouse; make the folder writable, or copy the warehouse "
-                "to one that is"
-            ) from None
-        reason = _duckdb.open_error(self.path)
-        if reason is not None:
-            if "not a valid DuckDB database" in reason:
-                hint = "it is not a DuckDB file: point --duckdb at the one `signing-etl load` wrote"
-            elif "lock" in reason.lower():
-                hint = "another process has it open: try again once it has finished"
-            else:
-                hint = "check the file, or load a new warehouse with `signing-etl load`"
-            raise ModelsError(f"cannot open the warehouse {self.path} ({reason}); {hint}")
+        problem = _duckdb.models_problem(self.path, self.dbt_dir)
+        if problem:
+            raise ModelsError(problem)
 
     def dbt_target(self) -> DbtTarget:
         """dbt's target for this warehouse (profiles.yml), with the credentials the load uses.
@@ -414,16 +390,12 @@ class Warehouse:
             WarehouseError: the destination cannot be read or lacks a table (one line).
         """
         try:
-            with self._dlt_client() as client:
-                frames = {}
-                for schema, table in tables:
-                    with client.execute_query(f"select * from {schema}.{table}") as cursor:
-                        frames[schema, table] = cursor.df()
-            _duckdb.write_snapshot(into, frames)
+            with self.sql_client() as client:
+                _duckdb.copy_tables(client, into, tables)
         except Exception as error:  # the destination's own message, in one line
-            first = " ".join((str(error).splitlines() or [type(error).__name__])[0].split())
             raise WarehouseError(
-                f"cannot read the marts of the {self.destination} destination: {first}; "
-                f"run `signing-etl models --destination {self.destination}` after a load"
+                f"cannot read the marts of the {self.destination} destination: "
+                f"{_duckdb.first_line(error)}; run `signing-etl models --destination "
+                f"{self.destination}` after a load"
             ) from None
         return into

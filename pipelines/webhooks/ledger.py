@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from dlt.sources import DltResource
 
 from pipelines.errors import WebhooksError
+from pipelines.outcome import EXIT_DONE
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.secrets_file import SecretsFile
 from pipelines.webhooks.stream import deliveries_resource
-from sources.signing import fingerprint
+from sources.signing import SyncContext, fingerprint
+
+if TYPE_CHECKING:  # signing_pipeline imports this module
+    from pipelines.signing_pipeline import LoadResult
 
 # The tables whose records deliveries name: a drain loads them, a poll compares them.
 RECORD_TABLES = ("shipments", "contacts")
@@ -98,6 +102,16 @@ class Reconciliation:
             warn(f"webhooks: the changes they missed are not counted: {error}")
             return None
 
+    @classmethod
+    def of_poll(
+        cls, warehouse: Warehouse, connection: SyncContext, started: datetime
+    ) -> Reconciliation | None:
+        """`for_workspace` for a poll through `connection` that began at `started`: the next
+        poll reads from its start less the connection's lag and a second."""
+        reach = started - timedelta(seconds=connection.lag_seconds + 1)
+        warn = connection.client.stats.warn
+        return cls.for_workspace(warehouse, connection.workspace_id, started, reach, warn)
+
     def watch(self, source: Any) -> None:
         """Look at the source's shipment and contact rows as the poll extracts them, and load
         the deliveries taken with them."""
@@ -119,10 +133,15 @@ class Reconciliation:
                 missed += 1
         return missed, brought
 
-    def completed(self, load_id: str | None) -> None:
-        """After a poll that ran to its end: the deliveries it took are done, and the digests
-        of drains before its reach (where the next poll reads from) are no longer needed."""
-        self.inbox.mark_done(self.taken, load_id)
+    def account(self, result: LoadResult) -> None:
+        """After the poll's load committed: its counts on `result`; and when it ran to its end,
+        the deliveries it took are done and the digests of drains before its reach (where the
+        next poll reads from) are no longer needed."""
+        result.missed_by_webhooks, result.brought_by_webhooks = self.counts()
+        if result.exit_code != EXIT_DONE:
+            return
+        loads = result.load_info.loads_ids if result.load_info else []
+        self.inbox.mark_done(self.taken, loads[0] if loads else None)
         self.inbox.forget_drained(self.workspace_id, self.reach)
 
     def close(self) -> None:

@@ -18,6 +18,14 @@ from pipelines.webhooks.subscriptions import Change, Listed
 out = output.stdout_console()
 
 
+def webhooks_line(missed: int, brought: int | None) -> str:
+    """What a load found of the webhooks' work: the changes they missed, which it loaded."""
+    return (
+        f"webhooks: {missed:,} changed shipments and contacts had been missed by them (loaded "
+        f"now), {brought or 0:,} had come by webhook"
+    )
+
+
 def print_changes(changes: Sequence[Change]) -> None:
     table = PlainTable("workspace", "event", "subscription", "done", "target URL")
     for change in changes:

@@ -234,6 +234,8 @@ class _Pass:
             self.current.started = answered_at
         total = body.get("total")
         usable = isinstance(total, int) and not isinstance(total, bool) and total >= 0
+        if isinstance(total, int) and usable and offset == 0:
+            self.context.client.stats.count_total(self.name, total)
         return ListPage(list(data), total if usable else None)
 
     def warn_about_paging(self) -> None:
@@ -290,7 +292,8 @@ class _Pass:
 
 @dataclass(frozen=True)
 class ResourceSyncStatus:
-    """How far one resource's sync has come, for `signing-etl status`."""
+    """How far one resource's sync has come, for `signing-etl status`: named after the list
+    it reads (`shipments`, not the resource `shipment_changes` that pages it)."""
 
     name: str
     cursor: str | None
@@ -311,7 +314,10 @@ def describe_sync(pipeline_state: Mapping[str, Any]) -> list[ResourceSyncStatus]
             state.get(settings.STATE_PENDING_DETAILS, {})
         )
         if sync.cursor or sync.interrupted or pending:
-            described.append(ResourceSyncStatus(name, sync.cursor, bool(sync.interrupted), pending))
+            listed = settings.LIST_OF_RESOURCE.get(name, name)
+            described.append(
+                ResourceSyncStatus(listed, sync.cursor, bool(sync.interrupted), pending)
+            )
     return described
 
 

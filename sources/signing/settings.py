@@ -94,6 +94,12 @@ STATE_PENDING = "pending"  # shipments whose child endpoint is still to fetch
 STATE_PENDING_DETAILS = "pending_details"  # documents whose detail is still to fetch
 STATE_FINGERPRINT = "fingerprint"  # the workspace row as last loaded
 STATE_FINGERPRINTS = "fingerprints"  # the webhooks as last loaded, by id
+# The list each incremental resource pages through, as `status` names its cursor.
+LIST_OF_RESOURCE = {
+    "documents": "documents",
+    "shipment_changes": "shipments",
+    "contacts": "contacts",
+}
 
 # Records read one by one, by id (`records_source`: what webhook deliveries named). Each
 # resource has a name of its own, so its dlt state (pending children) is its own and the
