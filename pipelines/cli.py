@@ -16,12 +16,14 @@ from rich.text import Text
 
 from pipelines import output, sandbox_command
 from pipelines.cli_options import (
+    AllowMassDeleteOption,
     CheckOption,
     FullRefreshOption,
     LoadDestination,
     MaxAgeOption,
     MaxRequestsOption,
     ParallelOption,
+    ReconcileOption,
     ResourcesOption,
     SinceOption,
     StatusFormat,
@@ -41,7 +43,7 @@ from pipelines.views import CliWatcher, out, print_rows, workspaces_summary
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.cli import webhooks_app
 from pipelines.workspace_loads import WorkspaceLoad, in_turns, load_workspaces
-from pipelines.workspaces import choose, configured_workspaces
+from pipelines.workspaces import WorkspaceEntry, choose, configured_workspaces
 from sources.signing import SigningAPIError, chosen_resources, parse_iso
 
 if TYPE_CHECKING:
@@ -101,6 +103,8 @@ def load(
     destination: LoadDestination = DEFAULT_DESTINATION,
     no_models: Annotated[bool, typer.Option("--no-models", help="Skip the dbt models.")] = False,
     parallel: ParallelOption = 1,
+    reconcile: ReconcileOption = False,
+    allow_mass_delete: AllowMassDeleteOption = False,
 ) -> None:
     """Run one incremental sync of each configured workspace into the warehouse (then the
     models). Workspaces load one after another (or `--parallel N` at once where the
@@ -123,15 +127,8 @@ def load(
             "a destination that takes concurrent writers, such as --destination postgres"
         )
     chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
-    try:
-        if chosen:
-            chosen_resources(chosen)  # an unknown name is found before any request
-        entries = choose(configured_workspaces(), workspace or [])
-    except (SigningEtlError, SigningAPIError) as error:
-        raise fail(str(error)) from None
-    if not workspace and len(entries) > 1:
-        entries = in_turns(entries, last_attempts(warehouse))
-    options = LoadOptions(since, full_refresh, chosen, max_requests)
+    entries = _workspaces_to_load(warehouse, workspace or [], chosen)
+    options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
     several = len(entries) > 1
     loads = load_workspaces(
         entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)
@@ -151,6 +148,23 @@ def load(
         _leave(loads[0])
     if code:
         raise typer.Exit(code)
+
+
+def _workspaces_to_load(
+    warehouse: Warehouse, named: list[str], resources: tuple[str, ...] | None
+) -> list[WorkspaceEntry]:
+    """The configured workspaces asked for, in turn when all are (the one whose last run
+    began longest ago first); an unknown resource or workspace is one line, before any
+    request."""
+    try:
+        if resources:
+            chosen_resources(resources)
+        entries = choose(configured_workspaces(), named)
+    except (SigningEtlError, SigningAPIError) as error:
+        raise fail(str(error)) from None
+    if not named and len(entries) > 1:
+        return in_turns(entries, last_attempts(warehouse))
+    return entries
 
 
 def _leave(load: WorkspaceLoad) -> NoReturn:

@@ -35,6 +35,13 @@ MaxRequestsOption = Annotated[
     int | None,
     typer.Option(min=1, help="Stop cleanly after this many requests per workspace (exit 75)."),
 ]
+ReconcileOption = Annotated[
+    bool, typer.Option("--reconcile", help="Page every list's ids to find deleted records.")
+]
+AllowMassDeleteOption = Annotated[
+    bool,
+    typer.Option("--allow-mass-delete", help="Mark what a full check found deleted, any share."),
+]
 LoadDestination = Annotated[
     str, typer.Option(help="Any dlt destination; its credentials come from dlt config.")
 ]

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pipelines.deletions import deleted_rows
 from pipelines.outcome import Outcome
 from pipelines.run_records import RunRecord, read_runs
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
@@ -17,7 +18,9 @@ from pipelines.workspace_state import StoredState, pipeline_name_for, stored_sta
 from sources.signing import (
     EVENTS_LIMIT,
     SOURCE_TABLES,
+    FullCheck,
     ResourceSyncStatus,
+    describe_deletions,
     describe_sync,
     parse_iso,
 )
@@ -39,6 +42,10 @@ class WorkspaceStatus:
     row_counts: dict[str, int] = field(default_factory=dict)
     truncated_trails: int = 0  # shipments whose loaded audit trail is the API's cap (500)
     newest_change: datetime | None = None  # the newest change loaded: the data is as of then
+    # Per list: the last full check for deleted records (when, its requests, what it found),
+    # and the records the warehouse holds marked deleted.
+    deletion_checks: dict[str, FullCheck] = field(default_factory=dict)
+    deleted_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def configured_as(self) -> str | None:
@@ -194,6 +201,7 @@ def read_status(client: SqlClient, warehouse: Path) -> Status:
         names_by_id.setdefault(run.workspace_id or "", None)
     states = stored_states(client)
     truncated = _truncated_trails(client, columns)
+    marked = deleted_rows(client, columns)
     workspaces = [
         WorkspaceStatus(
             workspace_id=workspace_id,
@@ -203,6 +211,8 @@ def read_status(client: SqlClient, warehouse: Path) -> Status:
             row_counts=counts.get(workspace_id, {}),
             truncated_trails=truncated.get(workspace_id, 0),
             newest_change=newest.get(workspace_id),
+            deletion_checks=describe_deletions(_state_of(states, workspace_id)),
+            deleted_rows=marked.get(workspace_id, {}),
         )
         for workspace_id, name in sorted(names_by_id.items(), key=lambda i: (i[1] or "", i[0]))
     ]

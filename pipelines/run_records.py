@@ -38,6 +38,7 @@ RUN_COLUMNS: dict[str, str] = {
     "waited_seconds": "double precision",
     "request_seconds": "double precision",
     "truncated_trails": "bigint",
+    "deletions": "varchar",
     "rows": "varchar",
     "requests_by_endpoint": "varchar",
     "warnings": "varchar",
@@ -47,7 +48,7 @@ RUN_COLUMNS: dict[str, str] = {
     "missed_by_webhooks": "bigint",
     "brought_by_webhooks": "bigint",
 }
-_JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings", "limits")
+_JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings", "limits", "deletions")
 _NULLABLE = ("workspace_id", "finished_at", "workspace_name", "service_time", "daily_remaining")
 
 
@@ -69,6 +70,9 @@ class RunRecord:
     waited_seconds: float = 0.0
     request_seconds: float = 0.0
     truncated_trails: int = 0
+    # Per list checked for deleted records: the check (`count`, `full`, `incomplete`), its
+    # requests, the last full check's time, records found gone and marked, whether refused.
+    deletions: dict[str, dict[str, Any]] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
     requests_by_endpoint: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)

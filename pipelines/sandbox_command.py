@@ -7,12 +7,14 @@ run: the other commands do without its start-up cost."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
 import httpx
 import typer
 
 from pipelines import output
+from pipelines.demo import DEMO_DELETE_RATE
 from pipelines.errors import ConfigError, SigningEtlError
 from sources.signing import parse_iso
 
@@ -76,7 +78,7 @@ def sandbox(
 
 def serve(config: SandboxConfig, port: int, workspaces: int) -> None:
     """Serve `workspaces` workspaces of `config` on 127.0.0.1:`port` (0: a free one) until
-    interrupted.
+    interrupted. Its activity deletes records now and then, as the demo's does.
 
     Raises:
         ConfigError: the port cannot be listened on (one line).
@@ -88,6 +90,7 @@ def serve(config: SandboxConfig, port: int, workspaces: int) -> None:
     except OSError as error:
         raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {error.strerror}") from None
     port = sock.getsockname()[1]
+    config = replace(config, delete_rate=DEMO_DELETE_RATE)
     output.info(f"Generating {config.shipments:,} shipments (seed {config.seed}) per workspace…")
     stores = [Store(c, position=n) for n, c in enumerate(config.workspaces(workspaces))]
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -95,6 +98,10 @@ def serve(config: SandboxConfig, port: int, workspaces: int) -> None:
     _print_settings(base_url, stores)
     print(f"OpenAPI document: http://127.0.0.1:{port}/openapi.json; admin: /_sandbox/state")
     print(f"Move its clock a day ahead: signing-etl sandbox-advance --port {port} --days 1")
+    print(
+        f"Its activity (POST /_sandbox/advance) deletes {DEMO_DELETE_RATE:.1%} of each kind's "
+        "records a simulated day (delete_rate; PATCH /_sandbox/config changes it)"
+    )
     sys.stdout.flush()
     output.info("Ctrl-C stops it.")
     serve_forever(stores, sock)

@@ -12,8 +12,6 @@ import contextlib
 import shutil
 import signal
 import threading
-import time
-from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,12 +20,14 @@ from typing import Any, Protocol
 
 import dlt
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
-from dlt.common.pipeline import ExtractInfo, LoadInfo
+from dlt.common.pipeline import LoadInfo
 
+from pipelines.deletions import PipelineRecords, mark_deletions
 from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
-from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
+from pipelines.load_steps import LoadSteps
+from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
-from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
+from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.ledger import Reconciliation
 from pipelines.workspace_state import (
     LEGACY_PIPELINE_NAME,
@@ -36,12 +36,14 @@ from pipelines.workspace_state import (
     pipeline_name_for,
 )
 from sources.signing import (
+    Deletions,
     Interrupted,
     RunControl,
     RunStats,
     RunStopped,
     SigningAPIError,
     SyncContext,
+    TableDeletions,
     chosen_resources,
     connect,
     describe_sync,
@@ -64,6 +66,8 @@ class LoadOptions:
     full_refresh: bool = False  # this workspace's rows and state deleted, then a full load
     resources: tuple[str, ...] | None = None  # a subset of the source's resources
     max_requests: int | None = None  # stop cleanly after this many requests (exit 75)
+    reconcile: bool = False  # a full pass over every list's ids for deleted records
+    allow_mass_delete: bool = False  # mark what a full pass found gone, whatever its share
 
 
 @dataclass
@@ -80,6 +84,8 @@ class LoadResult:
     workspace_id: str | None = None
     workspace_name: str | None = None  # the configured entry (`--workspace`)
     load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
+    deletions: list[TableDeletions] = field(default_factory=list)  # per list checked
+    marked: dict[str, int] = field(default_factory=dict)  # records marked deleted per table
     # Changed shipments and contacts the webhooks had missed / brought (None: webhooks off).
     missed_by_webhooks: int | None = None
     brought_by_webhooks: int | None = None
@@ -110,6 +116,7 @@ class LoadResult:
             waited_seconds=stats.waited_seconds,
             request_seconds=stats.request_seconds,
             truncated_trails=stats.truncated_trails,
+            deletions={d.table: d.to_record() for d in self.deletions},
             rows=dict(self.rows),
             requests_by_endpoint=dict(stats.by_endpoint),
             warnings=list(stats.warnings),
@@ -174,6 +181,8 @@ def load_incremental(
                 connection = connect(
                     since=options.since,
                     max_requests=options.max_requests,
+                    reconcile=options.reconcile,
+                    allow_mass_delete=options.allow_mass_delete,
                     control=control,
                     **source_settings,
                 )
@@ -185,6 +194,7 @@ def load_incremental(
             except (SigningEtlError, SigningAPIError, ConfigFieldMissingException) as error:
                 _record_before_pipeline(place, control, started, workspace, error)
                 raise
+            connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
             source = _source_for(connection, pipeline, options, control)
             ledger = (
                 None if options.resources else Reconciliation.of_poll(place, connection, started)
@@ -192,8 +202,8 @@ def load_incremental(
             if ledger is not None:
                 held.callback(ledger.close)
                 ledger.watch(source)
-            ran = (connection.workspace_id, workspace_name)
-            return _run(pipeline, source, control, started, ran, ledger)
+            ran_as = (connection.workspace_id, workspace_name)
+            return _run(pipeline, source, control, started, ran_as, connection.deletions, ledger)
     finally:
         control.finish()
 
@@ -264,14 +274,16 @@ def _run(
     control: RunControl,
     started: datetime,
     workspace: tuple[str, str | None],
+    deletions: Deletions,
     ledger: Reconciliation | None = None,
 ) -> LoadResult:
-    """Run the pipeline with signals turned into a clean stop, then record the run of
-    `workspace` (its id, and the configured name it ran as) and what `ledger` counted."""
+    """Run the pipeline with signals turned into a clean stop, mark what it found deleted,
+    then record the run of `workspace` (its id, and the configured name it ran as) and what
+    `ledger` counted."""
     workspace_id, workspace_name = workspace
     stats = control.stats
     try:
-        steps = _Steps()
+        steps = LoadSteps()
         info = steps.run(pipeline, source, control.stats)
     except Exception as error:
         failed = LoadResult(
@@ -287,17 +299,25 @@ def _run(
             record_run(client, failed.record(control.run_id))  # the warehouse may have failed
         raise
     reason = control.reason
+    decided = deletions.decide()
+    marked = mark_deletions(
+        pipeline, workspace_id, decided, deletions.settings.mode, datetime.now(UTC)
+    )
+    refused = "; ".join(d.refused for d in decided if d.refused)
+    codes = [reason.exit_code if reason else EXIT_DONE, EXIT_FAILED if refused else EXIT_DONE]
     result = LoadResult(
         started_at=started,
         finished_at=datetime.now(UTC),
         stats=stats,
         rows=steps.rows,
-        stopped=stats.stop_reason,
+        stopped="; ".join(filter(None, [refused, stats.stop_reason])) or None,
         step_seconds=steps.seconds,
-        exit_code=reason.exit_code if reason else EXIT_DONE,
+        exit_code=worst_exit_code(codes),
         workspace_id=workspace_id,
         workspace_name=workspace_name,
         load_info=info,
+        deletions=decided,
+        marked=marked,
     )
     if ledger is not None:
         ledger.account(result)
@@ -305,74 +325,6 @@ def _run(
     with pipeline.sql_client() as client:
         record_run(client, result.record(control.run_id))
     return result
-
-
-# One lock per destination for the load step of workspaces loading side by side in this
-# process: two first loads creating the same tables at once collide in the database's catalog
-# (Postgres: duplicate key in pg_type). Fetching, the long part, stays side by side.
-_LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
-
-
-@dataclass
-class _Steps:
-    """`pipeline.run` as its steps, for every destination: the state from the destination,
-    what an interrupted run left, extract, the load files chosen by what was fetched
-    (`LoadFileFormat`), normalize, and load under its destination's lock."""
-
-    rows: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def run(self, pipeline: dlt.Pipeline, source: Any, stats: RunStats) -> LoadInfo:
-        pipeline.sync_destination()  # as `pipeline.run` does: the newer of the two states
-        if pipeline.has_pending_data:
-            # An earlier run stopped between fetching and loading (killed, the disk full):
-            # what it fetched goes in first. `pipeline.run` would stop there; this run goes on.
-            stats.warn("loaded what an interrupted run had fetched before this run's own")
-            if pipeline.list_extracted_load_packages():
-                pipeline.normalize()
-            with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
-                pipeline.load()
-        stats.enter("fetching")
-        extracted = self._timed("extract", pipeline.extract, source)
-        file_format = pipeline.destination.caps_params.get("loader_file_format_selector")
-        if isinstance(file_format, LoadFileFormat):
-            file_format.choose_for(_records_in(extracted))
-        stats.enter("normalizing")
-        normalized = self._timed("normalize", pipeline.normalize)
-        self.rows = {
-            table: n
-            for table, n in (normalized.row_counts if normalized else {}).items()
-            if not table.startswith("_dlt")
-        }
-        stats.enter("loading")
-        with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
-            info: LoadInfo = self._timed("load", pipeline.load)
-        stats.enter("recording")
-        return info
-
-    def _timed(self, step: str, call: Any, *args: Any) -> Any:
-        began = time.monotonic()
-        try:
-            return call(*args)
-        finally:
-            self.seconds[step] = time.monotonic() - began
-
-
-def run_steps(pipeline: dlt.Pipeline, source: Any, stats: RunStats) -> tuple[LoadInfo, Any]:
-    """A load's steps for `source`, with no run record: dlt's account, rows per table."""
-    steps = _Steps()
-    return steps.run(pipeline, source, stats), steps.rows
-
-
-def _records_in(extracted: ExtractInfo) -> int:
-    """Records an extract wrote (nested ones still inside their parents), `_dlt` tables aside."""
-    return sum(
-        table_metrics.items_count
-        for metrics in extracted.metrics.values()
-        for step in metrics
-        for table, table_metrics in step["table_metrics"].items()
-        if not table.startswith("_dlt")
-    )
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ def print_status(found: Status, warehouse: Path, now: datetime | None = None) ->
     _print_recent_runs(workspaces, now)
     _print_cursors(workspaces)
     _print_rows(workspaces, warehouse)
+    _print_deletion_checks(workspaces)
     for workspace in workspaces:
         if workspace.truncated_trails:
             whose = f"{workspace.label}: audit" if len(workspaces) > 1 else "Audit"
@@ -115,6 +116,29 @@ def _print_rows(workspaces: list[WorkspaceStatus], warehouse: Path) -> None:
     out.print(counts)
 
 
+def _print_deletion_checks(workspaces: list[WorkspaceStatus]) -> None:
+    """Per workspace and list: the last full check for deleted records (when, its requests,
+    what it found) and the rows the warehouse holds marked deleted."""
+    if not any(w.deletion_checks or w.deleted_rows for w in workspaces):
+        return
+    headers = ["list", "last full check", "its requests", "found gone", "marked in raw"]
+    table = PlainTable("workspace", *headers, title="Deleted records")
+    for workspace in workspaces:
+        lists = list(dict.fromkeys([*workspace.deletion_checks, *workspace.deleted_rows]))
+        for name in lists:
+            check = workspace.deletion_checks.get(name)
+            checked = bool(check and check.at)
+            table.add_row(
+                workspace.label,
+                name,
+                (check.at if check else None) or "never",
+                f"{check.requests:,}" if check and checked else "",
+                f"{check.found:,}" if check and checked else "",
+                f"{workspace.deleted_rows.get(name, 0):,}",
+            )
+    out.print(table)
+
+
 def _outcome(run: RunRecord) -> str:
     """`completed`, or `stopped (reason)` / `failed (reason)`."""
     return str(run.outcome) + (f" ({run.stop_reason})" if run.stop_reason else "")
@@ -182,6 +206,11 @@ def _workspace_document(workspace: WorkspaceStatus, now: datetime) -> dict[str, 
         "problems": [_run_document(run) for run in workspace.problems(now)],
         "rows": workspace.row_counts,
         "truncated_trails": workspace.truncated_trails,
+        "deleted_rows": workspace.deleted_rows,
+        "last_full_checks": {
+            name: {"at": check.at, "requests": check.requests, "found": check.found}
+            for name, check in workspace.deletion_checks.items()
+        },
         "webhooks": _webhooks_document(workspace.webhooks_reconciled),
     }
 

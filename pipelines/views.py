@@ -19,7 +19,7 @@ from pipelines.signing_pipeline import LoadResult
 from pipelines.webhooks.views import webhooks_line
 from pipelines.workspace_loads import WorkspaceLoad
 from pipelines.workspaces import WorkspaceEntry
-from sources.signing import EVENTS_LIMIT, RunControl, RunStats
+from sources.signing import EVENTS_LIMIT, RunControl, RunStats, TableDeletions
 
 out = output.stdout_console()
 
@@ -105,6 +105,7 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             request_seconds=round(stats.request_seconds, 3),
             seconds=round(seconds, 3),
             truncated_trails=stats.truncated_trails,
+            deletions={d.table: d.to_record() for d in result.deletions},
             workspace_id=result.workspace_id,
             workspace=result.workspace_name,
             missed_by_webhooks=result.missed_by_webhooks,
@@ -115,6 +116,8 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
         rows = ", ".join(f"{name} {count:,}" for name, count in sorted(result.rows.items()))
         output.info(f"rows loaded: {rows or 'none (nothing changed)'}")
         output.info(costs_line(stats, seconds))
+        if result.deletions:
+            output.info(deletions_line(result.deletions))
     elif not several:
         table = PlainTable("table", "rows loaded", title="Load summary")
         for name, count in sorted(result.rows.items()):
@@ -123,9 +126,13 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             table.add_row("(nothing changed)", "0")
         out.print(table)
         out.print(costs_line(stats, seconds), highlight=False)
+        if result.deletions:
+            out.print(deletions_line(result.deletions), highlight=False)
     prefix = f"workspace {result.workspace_name}: " if several else ""
     if result.missed_by_webhooks is not None and not output.is_json():
         output.info(prefix + webhooks_line(result.missed_by_webhooks, result.brought_by_webhooks))
+    if several and result.deletions and not output.is_json():
+        output.info(prefix + deletions_line(result.deletions))
     if stats.truncated_trails:
         output.warning(
             f"{prefix}{stats.truncated_trails} audit trails were cut at the API's "
@@ -133,6 +140,19 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
         )
     for warning in stats.warnings:
         output.warning(prefix + warning)
+
+
+def deletions_line(deletions: list[TableDeletions]) -> str:
+    """What the run's checks for deleted records found and cost, per list, in one line."""
+    parts = []
+    for each in deletions:
+        found = f"{len(each.found):,} gone, {len(each.marked):,} marked deleted"
+        check = f"{each.check} check" if each.check else "no check"
+        requests = f"{each.check_requests:,} request{'s' if each.check_requests != 1 else ''}"
+        last = f"; last full check {each.full_check_at}" if each.full_check_at else ""
+        again = f", {each.seen_again:,} listed again" if each.seen_again else ""
+        parts.append(f"{each.table} {found}{again} ({check}, {requests}{last})")
+    return "Deleted records: " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------------- query results

@@ -136,8 +136,7 @@ class Warehouse:
 
     @property
     def webhooks_dir(self) -> Path:
-        """The webhook receiver's inbox and signing secrets: beside the warehouse, never in it
-        (a DuckDB file takes one writer, and secrets never reach the data)."""
+        """The webhook receiver's inbox and secrets: beside the warehouse, never in it."""
         return self.path.parent / f".{self.path.stem}.webhooks"
 
     @property
@@ -189,9 +188,8 @@ class Warehouse:
     @contextlib.contextmanager
     def writer(self, *, brief: str | None = None) -> Iterator[None]:
         """What a run holds before it asks the service anything. A DuckDB file takes one
-        writer: its folder is checked, its lock taken (`brief`: see `exclusive`), and the file
-        held open for the run (dlt's seven connections then share it). Other destinations need
-        nothing yet."""
+        writer: its folder is checked, its lock taken (`brief`: `exclusive`), and the file held
+        open for the run (dlt's seven connections then share it). Others need nothing yet."""
         if not self.is_file:
             yield
             return
@@ -238,8 +236,7 @@ class Warehouse:
         return _duckdb.duckdb_destination(self.path)
 
     def remove(self) -> None:
-        """Delete a DuckDB warehouse, its dlt folder and its webhook inbox (the demo starts
-        afresh)."""
+        """Delete a DuckDB warehouse, its dlt and webhook folders (the demo starts afresh)."""
         if self.is_file:
             self.path.unlink(missing_ok=True)
             shutil.rmtree(self.pipelines_dir, ignore_errors=True)

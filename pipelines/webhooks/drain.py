@@ -3,7 +3,7 @@
 For each configured workspace with deliveries waiting: the shipments they name are read by id
 with their recipients, audit trail and filled-in fields, the contacts by id, once each however
 many events name them, and merged into the same raw tables with the same keys as the
-incremental load (`sources.signing.records_source`: resources of their own names, so the
+incremental load (`sources.signing.records.records_source`: resources of their own names, so the
 incremental cursors never move). The deliveries themselves go to `raw.webhook_deliveries`.
 Only once that load committed are the deliveries marked done; a drain that failed or was
 stopped leaves them waiting, and the next one reads their records again (the merge makes that
@@ -24,9 +24,10 @@ from typing import Any
 from dlt.pipeline.exceptions import PipelineStepFailed
 
 from pipelines.errors import AlreadyRunning, SigningEtlError, failure_reason
+from pipelines.load_steps import LoadSteps
 from pipelines.outcome import Outcome
 from pipelines.run_records import record_incomplete_shipments
-from pipelines.signing_pipeline import make_pipeline, run_steps
+from pipelines.signing_pipeline import make_pipeline
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.inbox import Delivery, DrainRecord, Inbox
 from pipelines.webhooks.ledger import RECORD_TABLES, RowDigests
@@ -38,8 +39,8 @@ from sources.signing import (
     SigningAPIError,
     connect,
     incomplete_shipments,
-    records_source,
 )
+from sources.signing.records import records_source
 from sources.signing.settings import BY_ID_RESOURCES
 
 BATCH = 5_000  # deliveries one drain of one workspace takes at most
@@ -165,7 +166,9 @@ def _load(
         source.resources.add(deliveries_resource(mine))
         folder = held.enter_context(warehouse.workspace_session(workspace_id, brief=HOLD))
         pipeline = make_pipeline(warehouse, workspace_id, folder)
-        info, result.rows = run_steps(pipeline, source, control.stats)
+        steps = LoadSteps()
+        info = steps.run(pipeline, source, control.stats)
+        result.rows = steps.rows
         record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     inbox.remember_drained(workspace_id, seen.digests)
     result.records = sum(len(ids) for ids in named.values())

@@ -22,6 +22,14 @@ from .columns import column_hints
 from .connection import connect
 from .context import SyncContext
 from .control import RunControl
+from .deletions import (
+    Deletions,
+    DeletionSettings,
+    FullCheck,
+    TableDeletions,
+    WarehouseRecords,
+    describe_deletions,
+)
 from .errors import (
     AuthError,
     DailyLimitReached,
@@ -44,6 +52,7 @@ from .incremental import (
     incremental_pass,
 )
 from .paging import Record, fingerprint
+from .reconcile import reconcile
 from .rows import (
     audit_event_rows,
     field_rows,
@@ -60,18 +69,29 @@ from .times import parse_iso, to_iso
 EVENTS_LIMIT = settings.EVENTS_LIMIT  # the API's cap on one audit trail
 RESOURCES = settings.RESOURCES
 SHIPMENT_RESOURCES = settings.SHIPMENT_RESOURCES
+DELETABLE_TABLES = settings.DELETABLE_TABLES
+CHILD_TABLES = settings.CHILD_TABLES
+DELETED_AT = settings.DELETED_AT
+DELETE_MODES = settings.DELETE_MODES
 # Ids are unique only within a workspace: every merge key starts with the workspace, so equal
 # ids of two workspaces sharing a warehouse never meet (and a deleted webhook of one workspace
 # never deletes another's).
 WORKSPACE_AND_ID = ("workspace_id", "id")
 
 __all__ = [
+    "CHILD_TABLES",
+    "DELETABLE_TABLES",
+    "DELETED_AT",
+    "DELETE_MODES",
     "EVENTS_LIMIT",
     "RESOURCES",
     "SHIPMENT_RESOURCES",
     "SOURCE_TABLES",
     "AuthError",
     "DailyLimitReached",
+    "DeletionSettings",
+    "Deletions",
+    "FullCheck",
     "Interrupted",
     "KeyRefused",
     "RequestBudgetExhausted",
@@ -85,15 +105,17 @@ __all__ = [
     "SigningAPIError",
     "SourceConfigError",
     "SyncContext",
+    "TableDeletions",
     "UnexpectedAnswer",
+    "WarehouseRecords",
     "checked_base_url",
     "chosen_resources",
     "connect",
+    "describe_deletions",
     "describe_sync",
     "fingerprint",
     "incomplete_shipments",
     "parse_iso",
-    "records_source",
     "signing_source",
     "to_iso",
 ]
@@ -117,45 +139,30 @@ def signing_source(connection: SyncContext) -> Sequence[DltResource]:
     )
 
 
-@dlt.source(name="signing", max_table_nesting=1)
-def records_source(
-    connection: SyncContext, shipment_ids: Sequence[str] = (), contact_ids: Sequence[str] = ()
-) -> Sequence[DltResource]:
-    """Just the records named by id, read one by one: shipments with their recipients, audit
-    trail and filled-in fields, and contacts. They merge into the same tables with the same
-    keys as `signing_source`'s, through resources of their own names (`BY_ID_RESOURCES`), so
-    the incremental cursors and backlogs stay as they were. A record gone (404) is skipped.
-    The webhook drain loads what deliveries named with it."""
-    read = shipments_read_by_id(connection, list(dict.fromkeys(shipment_ids)))
-    return (
-        read,
-        read | _by_id(shipments)(connection),
-        read | _by_id(audit_events)(connection),
-        read | _by_id(shipment_fields)(connection),
-        contacts_by_id(connection, list(dict.fromkeys(contact_ids))),
-    )
-
-
-def _by_id(resource: DltResource) -> DltResource:
-    """`resource` under its by-id name (state of its own), still writing its own table."""
-    renamed = resource.with_name(settings.BY_ID_RESOURCES[resource.name])
-    return renamed.apply_hints(table_name=resource.name)
-
-
 def _columns(table: str, **extra: dict[str, Any]) -> Any:
     """Column hints of a root table: every column of `columns.TABLES[table]` with its type
     (so columns still all null exist from the first load), `workspace_id` non-nullable, the
-    merge tie-breaker `_fetch_seq`, then `extra`."""
+    merge tie-breaker `_fetch_seq`, `_deleted_at` on the rows of a record that can be deleted,
+    then `extra`."""
     columns = column_hints(table)
     columns["workspace_id"] = {"data_type": "text", "nullable": False}
     columns["_fetch_seq"] = {"data_type": "bigint", "dedup_sort": "desc"}
+    if table in DELETABLE_TABLES or any(table in c for c in CHILD_TABLES.values()):
+        columns[DELETED_AT] = _DELETED_AT_HINT
     columns.update(extra)
     return {name: {**hints, "name": name} for name, hints in columns.items()}
 
 
+# When the pipeline noticed that the record a row belongs to was deleted (null: live).
+_DELETED_AT_HINT = {"data_type": "timestamp", "timezone": True, "nullable": True}
+
+
 def _nested(table: str) -> Any:
-    """Hints of a nested table (`parent__list`): every column of `columns.TABLES[table]`."""
-    return {"columns": column_hints(table)}
+    """Hints of a nested table (`parent__list`) of a record that can be deleted: every column
+    of `columns.TABLES[table]`, and `_deleted_at`."""
+    return {
+        "columns": {**column_hints(table), DELETED_AT: {**_DELETED_AT_HINT, "name": DELETED_AT}}
+    }
 
 
 def _counted(
@@ -163,6 +170,13 @@ def _counted(
 ) -> Iterator[list[Record]]:
     for rows in batches:
         yield context.counted(table, rows)
+
+
+def _list_pages(context: SyncContext, name: str, state: dict[str, Any]) -> Iterator[list[Record]]:
+    """The pages of a list's changes since its cursor, then the records that a check for
+    deleted ones found listed again while the warehouse holds them as deleted."""
+    yield from incremental_pass(context, name, state)
+    yield from reconcile(context, name, state)
 
 
 @dlt.resource(
@@ -200,14 +214,12 @@ def documents(context: SyncContext) -> Iterator[list[Record]]:
     pending: dict[str, int] = state.setdefault(settings.STATE_PENDING_DETAILS, {})
     detail = partial(_document_detail, context)
     try:
-        yield from _counted(
-            context, "documents", fetch_for_each(context, list(pending), detail, pending)
-        )
-        for page in incremental_pass(context, "documents", state):
+        backlog = fetch_for_each(context, list(pending), detail, pending, "documents")
+        yield from _counted(context, "documents", backlog)
+        for page in _list_pages(context, "documents", state):
             changed = [d["id"] for d in page]
-            yield from _counted(
-                context, "documents", fetch_for_each(context, changed, detail, pending)
-            )
+            details = fetch_for_each(context, changed, detail, pending, "documents")
+            yield from _counted(context, "documents", details)
     except RunStopped:
         return
 
@@ -221,7 +233,7 @@ def shipment_changes(context: SyncContext) -> Iterator[dict[str, Any]]:
     state = dlt.current.resource_state()
     yield {"kick": True, "shipments": []}
     try:
-        for page in incremental_pass(context, "shipments", state):
+        for page in _list_pages(context, "shipments", state):
             yield {"kick": False, "shipments": page}
     except RunStopped:
         return
@@ -253,7 +265,8 @@ def _children_of(
     backlog = list(pending) if item["kick"] else []
     ids = backlog + [s["id"] for s in item["shipments"]]
     try:
-        yield from _counted(context, table, fetch_for_each(context, ids, fetch_one, pending))
+        fetched = fetch_for_each(context, ids, fetch_one, pending, "shipments")
+        yield from _counted(context, table, fetched)
     except RunStopped:
         return
 
@@ -311,40 +324,9 @@ def contacts(context: SyncContext) -> Iterator[list[Record]]:
     """Contacts; custom properties as `contacts__custom` key/value rows."""
     state = dlt.current.resource_state()
     try:
-        for page in incremental_pass(context, "contacts", state):
+        for page in _list_pages(context, "contacts", state):
             ws, guard = context.workspace_id, context.guard
             yield context.counted("contacts", [shape_contact(c, ws, guard) for c in page])
-    except RunStopped:
-        return
-
-
-def _read_one(context: SyncContext, kind: str, record_id: str) -> list[Record]:
-    """One record by id (GET /{kind}/{id}), numbered in read order like a listed one."""
-    record, _, _ = context.client.get_data(item_path(kind, record_id), shape="record")
-    return context.stamp([dict(record)], kind)
-
-
-@dlt.resource(selected=False, name=settings.SHIPMENTS_READ_BY_ID)
-def shipments_read_by_id(context: SyncContext, ids: list[str]) -> Iterator[dict[str, Any]]:
-    """The shipments named, read by id, in the shape `shipment_changes` feeds its three
-    transformers (a kick first, for the children a stopped read left pending)."""
-    yield {"kick": True, "shipments": []}
-    read_one = partial(_read_one, context, "shipments")
-    try:
-        for records in fetch_for_each(context, ids, read_one, {}):
-            yield {"kick": False, "shipments": records}
-    except RunStopped:
-        return
-
-
-@dlt.resource(name=settings.BY_ID_RESOURCES["contacts"], table_name="contacts", **CONTACT_HINTS)
-def contacts_by_id(context: SyncContext, ids: list[str]) -> Iterator[list[Record]]:
-    """The contacts named, read by id (GET /contacts/{id})."""
-    ws, guard = context.workspace_id, context.guard
-    read_one = partial(_read_one, context, "contacts")
-    try:
-        for records in fetch_for_each(context, ids, read_one, {}):
-            yield context.counted("contacts", [shape_contact(c, ws, guard) for c in records])
     except RunStopped:
         return
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import settings
 from .client import SigningClient
+from .deletions import Deletions
 from .errors import NotFound, SigningAPIError
 from .paging import Record
 from .rows import FieldGuard
@@ -26,6 +27,7 @@ class SyncContext:
     page_size: int = settings.PAGE_SIZE
     concurrency: int = settings.CHILD_CONCURRENCY
     max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS
+    deletions: Deletions = field(default_factory=Deletions)
     guard: FieldGuard = field(init=False)
     _me: dict[str, Any] | None = None
     _pool: ThreadPoolExecutor | None = None

@@ -121,7 +121,9 @@ def incremental_pass(
     current = sync.interrupted or InterruptedPass(since=sync.cursor or context.initial_since)
     pager = _Pass(context, name, current, sync.known)
     try:
-        yield from pager.rounds()
+        for page in pager.rounds():
+            context.deletions.listed(name, page)
+            yield page
     except RunStopped:
         sync.interrupted = current
         sync.to_state(state)
@@ -136,8 +138,20 @@ def incremental_pass(
     else:
         sync.cursor = to_iso(pager.cursor())
         sync.known = pager.remembered()
+        context.deletions.caught_up(name)
     sync.interrupted = None
     sync.to_state(state)
+
+
+def read_page(
+    context: SyncContext, path: str, params: dict[str, str | int]
+) -> tuple[ListPage, datetime]:
+    """One page of a list, with its `total` when the service gave a usable one, and the
+    service's time when it answered."""
+    data, body, answered_at = context.client.get_data(path, params)
+    total = body.get("total")
+    usable = isinstance(total, int) and not isinstance(total, bool) and total >= 0
+    return ListPage(list(data), total if usable else None), answered_at
 
 
 class _Pass:
@@ -228,15 +242,13 @@ class _Pass:
         }
         if self.current.since:
             params["updated_since"] = self.current.since
-        data, body, answered_at = self.context.client.get_data(self.path, params)
+        page, answered_at = read_page(self.context, self.path, params)
         self.requests += 1
         if self.current.started is None:
             self.current.started = answered_at
-        total = body.get("total")
-        usable = isinstance(total, int) and not isinstance(total, bool) and total >= 0
-        if isinstance(total, int) and usable and offset == 0:
-            self.context.client.stats.count_total(self.name, total)
-        return ListPage(list(data), total if usable else None)
+        if page.total is not None and offset == 0:
+            self.context.client.stats.count_total(self.name, page.total)
+        return page
 
     def warn_about_paging(self) -> None:
         """One warning line for the run if the service's pages contradicted themselves: what

@@ -113,6 +113,10 @@ def test_sandbox_command_prints_its_url_and_a_key_that_works(tmp_path: Path) -> 
         )
         assert response.status_code == 200, response.text
         assert response.json()["api_version"] == "v1"
+        # Its activity deletes records now and then, for reconciliation to find.
+        root = base_url.removesuffix("/v1")
+        advanced = httpx.post(f"{root}/_sandbox/advance", json={"days": 60}, timeout=60)
+        assert advanced.json()["deleted"] > 0, advanced.text
     finally:
         process.terminate()
         try:

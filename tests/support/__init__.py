@@ -28,11 +28,12 @@ from .sandboxes import (
 )
 from .standin import Arrival, FakeAPI, FakeWorkspace, StandIn, honest_page, source_env
 from .truth import differences, duplicate_keys, earliest, ms_of, week_of
-from .warehouse import MARTS, mart_tables, raw_row_counts, raw_tables
+from .warehouse import MARTS, MODELS_BUILT, mart_tables, raw_row_counts, raw_tables
 
 __all__ = [
     "FAST",
     "MARTS",
+    "MODELS_BUILT",
     "PROGRESS_LINE",
     "START_MS",
     "Arrival",
