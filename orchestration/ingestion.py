@@ -32,9 +32,11 @@ from dlt.extract.source import DltSource
 
 import sources.signing as signing
 from orchestration.resources import WAREHOUSE_POOL, SigningWarehouse
+from pipelines.errors import SigningEtlError
 from pipelines.outcome import Outcome
+from pipelines.reading import status
 from pipelines.signing_pipeline import LoadResult
-from pipelines.warehouse import DEFAULT_DESTINATION
+from pipelines.warehouse import DEFAULT_DESTINATION, Warehouse
 from pipelines.workspace_loads import WorkspaceLoad, load_workspace
 from pipelines.workspaces import WorkspaceEntry, choose, configured_workspaces
 from sources.signing import RESOURCES
@@ -234,8 +236,10 @@ def _load_partition(
 def raw_freshness(
     keys: Sequence[dg.AssetKey], partitions: dg.PartitionsDefinition[str]
 ) -> dg.AssetChecksDefinition:
-    """One `fresh` check per raw table: every workspace (partition) was materialized within
-    `FRESH_HOURS`. A stopped load counts (it loaded what it could); a failed one does not."""
+    """One `fresh` check per raw table: every workspace (partition) was loaded within
+    `FRESH_HOURS`, as the warehouse's run records say, so a load by the CLI (cron) counts as
+    well as one by Dagster. A stopped load counts (it loaded what it could); a failed one
+    does not."""
 
     @dg.multi_asset_check(
         name="signing_raw_freshness",
@@ -248,19 +252,14 @@ def raw_freshness(
             for key in keys
         ],
     )
-    def freshness(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+    def freshness(
+        context: dg.AssetCheckExecutionContext, signing_warehouse: SigningWarehouse
+    ) -> Iterator[dg.AssetCheckResult]:
         now = datetime.now(UTC)
-        names = partitions.get_partition_keys()
+        last = last_loaded(signing_warehouse.warehouse, partitions.get_partition_keys())
+        bound = now - timedelta(hours=FRESH_HOURS)
+        stale = [name for name, at in last.items() if at is None or at < bound]
         for check_key in context.selected_asset_check_keys:
-            last: dict[str, float | None] = {}
-            for name in names:
-                found = context.instance.fetch_materializations(
-                    dg.AssetRecordsFilter(asset_key=check_key.asset_key, asset_partitions=[name]),
-                    limit=1,
-                ).records
-                last[name] = found[0].timestamp if found else None
-            bound = (now - timedelta(hours=FRESH_HOURS)).timestamp()
-            stale = [name for name, at in last.items() if at is None or at < bound]
             yield dg.AssetCheckResult(
                 asset_key=check_key.asset_key,
                 check_name=FRESH,
@@ -273,12 +272,23 @@ def raw_freshness(
                 ),
                 metadata={
                     "last_loaded": dg.MetadataValue.json(
-                        {
-                            name: datetime.fromtimestamp(at, UTC).isoformat() if at else None
-                            for name, at in last.items()
-                        }
+                        {name: at.isoformat() if at else None for name, at in last.items()}
                     )
                 },
             )
 
     return freshness
+
+
+def last_loaded(warehouse: Warehouse, names: Sequence[str]) -> dict[str, datetime | None]:
+    """When each configured workspace last loaded (completed, or stopped with rows), from the
+    warehouse's run records; None for one that never did or a warehouse not loaded yet."""
+    try:
+        found = status(warehouse).by_configured_name()
+    except SigningEtlError:
+        found = {}
+    last: dict[str, datetime | None] = {}
+    for name in names:
+        run = found[name].last_loaded if name in found else None
+        last[name] = (run.finished_at or run.started_at) if run else None
+    return last

@@ -4,7 +4,9 @@ logic of its own."""
 
 from __future__ import annotations
 
+import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -12,32 +14,44 @@ import typer
 from dlt.pipeline.exceptions import PipelineStepFailed
 from rich.text import Text
 
-from pipelines import output
+from pipelines import output, sandbox_command
+from pipelines.cli_options import (
+    AllowMassDeleteOption,
+    CheckOption,
+    FullRefreshOption,
+    LoadDestination,
+    MaxAgeOption,
+    MaxRequestsOption,
+    ParallelOption,
+    ReconcileOption,
+    ResourcesOption,
+    SinceOption,
+    StatusFormat,
+    WarehouseDestination,
+    WarehouseFile,
+    WorkspacesOption,
+)
 from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
 from pipelines.errors import SigningEtlError, failure_reason
 from pipelines.forget_command import forget
-from pipelines.outcome import Outcome, worst_exit_code
+from pipelines.outcome import Outcome, is_signal, worst_exit_code
 from pipelines.output import printable
+from pipelines.reading import last_attempts
 from pipelines.reading import status as read_warehouse_status
 from pipelines.signing_pipeline import LoadOptions
-from pipelines.views import (
-    CliWatcher,
-    out,
-    print_rows,
-    print_status,
-    workspaces_summary,
-)
+from pipelines.status_view import print_document, print_status, stale_workspaces
+from pipelines.views import CliWatcher, out, print_rows, workspaces_summary
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
-from pipelines.workspace_loads import WorkspaceLoad, load_workspaces
-from pipelines.workspaces import choose, configured_workspaces
-from sources.signing import RESOURCES, SigningAPIError, parse_iso
+from pipelines.webhooks.cli import webhooks_app
+from pipelines.workspace_loads import WorkspaceLoad, in_turns, load_workspaces
+from pipelines.workspaces import WorkspaceEntry, choose, configured_workspaces
+from sources.signing import SigningAPIError, chosen_resources, parse_iso
 
 if TYPE_CHECKING:
     from pipelines.models import ModelsResult
 
 # dbt (pipelines.models) and the sandbox are imported where they are used: together they cost
 # seconds of start-up that `load --no-models` and `status` don't need.
-PLANS = ("free", "starter", "pro", "business")
 
 app = typer.Typer(
     help="Load an electronic signing service into an analytics warehouse.",
@@ -46,48 +60,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # help shows `[sources.signing.workspaces.<name>]` as written
 )
-
-WarehouseFile = Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")]
-WorkspacesOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--workspace",
-        help="Load only this configured workspace ([sources.signing.workspaces.<name>]); "
-        "repeat for several. Default: all of them.",
-    ),
-]
-SinceOption = Annotated[
-    str | None, typer.Option(help="First run only: start at this ISO time, not the beginning.")
-]
-FullRefreshOption = Annotated[
-    bool,
-    typer.Option(
-        "--full-refresh",
-        help="Delete the chosen workspaces' rows and state and reload them; others stay.",
-    ),
-]
-ResourcesOption = Annotated[
-    str | None, typer.Option(help=f"Comma-separated subset of: {', '.join(RESOURCES)}.")
-]
-MaxRequestsOption = Annotated[
-    int | None,
-    typer.Option(min=1, help="Stop cleanly after this many requests per workspace (exit 75)."),
-]
-LoadDestination = Annotated[
-    str, typer.Option(help="Any dlt destination; its credentials come from dlt config.")
-]
-ParallelOption = Annotated[
-    int,
-    typer.Option(
-        min=1,
-        help="Workspaces loading at once, for destinations that take concurrent writers "
-        "(postgres); DuckDB takes one writer.",
-    ),
-]
-# `--destination` of the commands that read a warehouse (`load` has its own help).
-WarehouseDestination = Annotated[
-    str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
-]
+app.add_typer(webhooks_app, name="webhooks")
 
 
 @app.callback()
@@ -131,6 +104,8 @@ def load(
     destination: LoadDestination = DEFAULT_DESTINATION,
     no_models: Annotated[bool, typer.Option("--no-models", help="Skip the dbt models.")] = False,
     parallel: ParallelOption = 1,
+    reconcile: ReconcileOption = False,
+    allow_mass_delete: AllowMassDeleteOption = False,
 ) -> None:
     """Run one incremental sync of each configured workspace into the warehouse (then the
     models). Workspaces load one after another (or `--parallel N` at once where the
@@ -152,12 +127,9 @@ def load(
             "DuckDB takes one writer, so workspaces load one after another: --parallel needs "
             "a destination that takes concurrent writers, such as --destination postgres"
         )
-    try:
-        entries = choose(configured_workspaces(), workspace or [])
-    except SigningEtlError as error:
-        raise fail(str(error)) from None
     chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
-    options = LoadOptions(since, full_refresh, chosen, max_requests)
+    entries = _workspaces_to_load(warehouse, workspace or [], chosen)
+    options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
     several = len(entries) > 1
     loads = load_workspaces(
         entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)
@@ -167,13 +139,33 @@ def load(
         workspaces_summary(loads, len(entries))
     elif loads[0].result is None:  # one workspace that loaded nothing: its line is the end
         _leave(loads[0])
-    if not no_models and any(load.result for load in loads):
-        _build_models(warehouse)  # after a stop too: marts of what is whole
+    signalled = any(is_signal(load.code) for load in loads)
+    if signalled and not no_models:
+        output.warning("the models are not built after a signal; the next run builds them")
+    elif not no_models and any(load.result for load in loads):
+        _build_models(warehouse)  # after a stop on purpose too: marts of what is whole
     code = worst_exit_code(load.code for load in loads)
     if not several and code:
         _leave(loads[0])
     if code:
         raise typer.Exit(code)
+
+
+def _workspaces_to_load(
+    warehouse: Warehouse, named: list[str], resources: tuple[str, ...] | None
+) -> list[WorkspaceEntry]:
+    """The configured workspaces asked for, in turn when all are (the one whose last run
+    began longest ago first); an unknown resource or workspace is one line, before any
+    request."""
+    try:
+        if resources:
+            chosen_resources(resources)
+        entries = choose(configured_workspaces(), named)
+    except (SigningEtlError, SigningAPIError) as error:
+        raise fail(str(error)) from None
+    if not named and len(entries) > 1:
+        return in_turns(entries, last_attempts(warehouse))
+    return entries
 
 
 def _leave(load: WorkspaceLoad) -> NoReturn:
@@ -295,16 +287,41 @@ def _configured_workspace_id(warehouse: Warehouse, workspace: str) -> str:
 def status(
     duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
     destination: WarehouseDestination = DEFAULT_DESTINATION,
+    output_format: StatusFormat = "table",
+    check: CheckOption = False,
+    max_age_hours: MaxAgeOption = 26.0,
 ) -> None:
-    """Show the last run, the cursors and the row counts of a warehouse."""
+    """Show each workspace of a warehouse as its operator needs it: last run and last success,
+    how recent its data is, its cursors' lag, requests and 429s against the service's limits,
+    failed and stopped runs of the last days with their reasons, cursors and rows. `--check`
+    exits 1 naming the workspaces not loaded within `--max-age-hours`."""
+    if output_format not in ("table", "json"):
+        raise fail("--format must be table or json")
     warehouse = _warehouse(duckdb, destination)
     try:
         found = read_warehouse_status(warehouse)
     except SigningEtlError as error:
         raise fail(str(error)) from None
     except Exception as error:  # a locked or foreign file: say so in one line
-        raise fail(f"cannot read {duckdb}: {error}") from None
-    print_status(found, duckdb)
+        raise fail(f"cannot read {duckdb}: {printable(str(error))}") from None
+    if check:
+        stale = stale_workspaces(found, timedelta(hours=max_age_hours), _configured_names())
+        for line in stale:
+            output.error(line)
+        raise typer.Exit(1 if stale else 0)
+    if output_format == "json":
+        print_document(found)
+    else:
+        print_status(found, duckdb)
+
+
+def _configured_names() -> list[str]:
+    """The configured workspaces' names, or none when the configuration is incomplete (a
+    check of the warehouse alone still runs)."""
+    try:
+        return [entry.name for entry in configured_workspaces()]
+    except SigningEtlError:
+        return []
 
 
 @app.command()
@@ -333,62 +350,31 @@ def sql(
         output.warning(f"the result has more than {limit:,} rows; the first {limit:,} are shown")
 
 
-def _parse_start(value: str | None) -> int | None:
-    if value is None:
-        return None
+app.command("sandbox")(sandbox_command.sandbox)
+app.command("sandbox-advance")(sandbox_command.sandbox_advance)
+
+
+def run() -> None:
+    """The console script `signing-etl`: `app`, with usage errors (an unknown option, a value
+    of the wrong kind) said in the log format asked for, one line each, like every other
+    message: a JSON log stays JSON, a cron log stays stamped."""
+    words = sys.argv[1:]
+    asked = next((words[i + 1] for i, word in enumerate(words[:-1]) if word == "--log-format"), "")
+    asked = next((w.split("=", 1)[1] for w in words if w.startswith("--log-format=")), asked)
+    output.configure("json" if asked == "json" else "text")
     try:
-        return int(parse_iso(value).timestamp() * 1000)  # naive means UTC
-    except ValueError:
-        raise typer.BadParameter("use an ISO 8601 date, e.g. 2026-01-01") from None
-
-
-@app.command()
-def sandbox(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 8787,
-    seed: Annotated[int, typer.Option(help="Seed of the synthetic data.")] = 42,
-    shipments: Annotated[int, typer.Option(min=0, help="Shipments of history.")] = 5_000,
-    plan: Annotated[
-        str, typer.Option(help=f"Plan whose limits apply: {', '.join(PLANS)}.")
-    ] = "pro",
-    order: Annotated[str, typer.Option(help="List order: asc or desc by updated_at.")] = "asc",
-    start: Annotated[
-        str | None, typer.Option(help="Sandbox clock start, ISO date (default: today, 00:00 UTC).")
-    ] = None,
-    no_limits: Annotated[
-        bool, typer.Option("--no-limits", help="Answer every request: no rate or daily limits.")
-    ] = False,
-    workspaces: Annotated[
-        int,
-        typer.Option(
-            min=1, max=20, help="Workspaces served, each with its own key and data; ids collide."
-        ),
-    ] = 1,
-) -> None:
-    """Serve the local sandbox of the signing API v1 until Ctrl-C."""
-    from pipelines.sandbox_command import serve
-    from sandbox import PLAN_REQUESTS_PER_MINUTE, SandboxConfig
-
-    if plan not in PLAN_REQUESTS_PER_MINUTE:
-        raise typer.BadParameter(f"plan must be one of {', '.join(PLAN_REQUESTS_PER_MINUTE)}")
-    if order not in ("asc", "desc"):
-        raise typer.BadParameter("order must be asc or desc")
-    config = SandboxConfig(
-        seed=seed,
-        shipments=shipments,
-        plan=plan,
-        order=order,  # type: ignore[arg-type]
-        limits_enabled=not no_limits,
-    )
-    start_ms = _parse_start(start)
-    if start_ms is not None:
-        config.start_ms = start_ms
-    try:
-        serve(config, port, workspaces)
-    except SigningEtlError as error:
-        raise fail(str(error)) from None
+        code = app(args=words or ["--help"], standalone_mode=False)
+    except typer.Exit as stop:
+        code = stop.exit_code
+    except typer.TyperException as error:  # a usage error: click's own, one line
+        output.error(f"{printable(error.format_message())} (see --help)")
+        code = error.exit_code
+    except typer.Abort:
+        code = 130
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 app.command()(forget)
 
 if __name__ == "__main__":
-    app()
+    run()

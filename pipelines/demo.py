@@ -1,8 +1,10 @@
 """The demo: everything working on a fresh machine with no key and no configuration.
 
 A sandbox starts in this process with its clock four weeks back, the pipeline loads it, the
-clock moves a week at a time with an incremental load after each, the models are built, and
-the report is written if the notebook exists.
+clock moves a week at a time with an incremental load after each (the application deletes a
+few records meanwhile, which the loads find and mark), a shipment sent in the sandbox reaches
+`raw` through the webhook receiver, the models are built, and the report is written if the
+notebook exists.
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ import httpx
 from pipelines.environment import environment_set, source_environment
 from pipelines.signing_pipeline import LoadResult, load_incremental
 from pipelines.warehouse import Warehouse
+from pipelines.webhooks.demo import WebhookTrip, webhook_step
 
 DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
 DEMO_RATE = 400.0
 DEMO_BURST = 400
+# The application deletes this share of each kind's live records per simulated day, so the
+# weekly loads find deletions to mark (about 1.4% a week: well under the 10% that a load
+# refuses to mark as a mass deletion). `signing-etl sandbox` serves with it too.
+DEMO_DELETE_RATE = 0.002
 
 EXAMPLE_QUERIES = (
     "-- completion by week of sending\n"
@@ -35,6 +42,9 @@ EXAMPLE_QUERIES = (
     "  select document_name, median_hours_to_sign, p90_hours_to_sign\n"
     "  from marts.fct_time_to_sign where time_grain = 'document'\n"
     "  order by p90_hours_to_sign desc limit 10;",
+    "-- the signers shipments are waiting on now, longest first\n"
+    "  select shipment_id, recipient_id, waiting_since from marts.fct_signer_waits\n"
+    "  where is_waiting order by waiting_since limit 10;",
 )
 
 
@@ -67,6 +77,7 @@ class DemoResult:
     warehouse: Warehouse
     loads: list[LoadResult] = field(default_factory=list)
     sandbox_now: str = ""
+    webhook: WebhookTrip | None = None  # a shipment sent, and its way to raw by webhook
 
 
 def run_demo(
@@ -94,6 +105,7 @@ def run_demo(
         requests_per_minute=60 * int(DEMO_RATE),
         ip_requests_per_second=2 * DEMO_RATE,
         ip_burst=2 * DEMO_BURST,
+        delete_rate=DEMO_DELETE_RATE,
     )
     result = DemoResult(place)
     say(f"Starting the sandbox: {shipments:,} shipments of history up to {start:%Y-%m-%d}…")
@@ -111,6 +123,8 @@ def run_demo(
             say(f"Week {week} of {weeks} passed in the sandbox; incremental load…")
             result.loads.append(_load(place))
             say(_line(result.loads[-1]))
+        pacing = {"requests_per_second": DEMO_RATE, "burst": DEMO_BURST}
+        result.webhook = webhook_step(place, running.base_url, running.api_key, say, **pacing)
         result.sandbox_now = datetime.fromtimestamp(
             running.store.clock.now_ms() / 1000, UTC
         ).strftime("%Y-%m-%d %H:%M UTC")
@@ -123,7 +137,8 @@ def _load(warehouse: Warehouse) -> LoadResult:
 
 def _line(result: LoadResult) -> str:
     rows = sum(result.rows.values())
+    marked = sum(result.marked.values())
     return (
-        f"  {rows:,} rows, {result.stats.requests:,} requests, "
-        f"{result.stats.throttled} 429s, {result.seconds:.1f} s"
+        f"  {rows:,} rows, {marked:,} deleted records found, {result.stats.requests:,} "
+        f"requests, {result.stats.throttled} 429s, {result.seconds:.1f} s"
     )

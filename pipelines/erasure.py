@@ -85,7 +85,7 @@ def forget_person(
             f"forget records the erasure as a keyed hash of the address: set {KEY_VARIABLE} "
             "(the key the loads use)"
         )
-    if not warehouse.exists():
+    if not warehouse.loaded_before():
         raise WarehouseMissing(f"no warehouse at {warehouse.path}; nothing to erase")
     with warehouse.holding_every_workspace():
         result = _erase(warehouse, policy, email, contact_id, workspace)

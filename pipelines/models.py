@@ -141,9 +141,16 @@ def _count(
     }
     first_error: str | None = None
     for result in execution.results:
-        if result.node.resource_type not in (NodeType.Model, NodeType.Test, NodeType.Unit):
-            continue  # seeds, snapshots, hooks: none in this project
-        kind = "model" if result.node.resource_type is NodeType.Model else "test"
+        if result.node.resource_type not in (
+            NodeType.Model,
+            NodeType.Snapshot,
+            NodeType.Test,
+            NodeType.Unit,
+        ):
+            continue  # seeds, hooks: none in this project
+        # A snapshot (the versions of shipments, recipients, contacts) is built like a model.
+        built = (NodeType.Model, NodeType.Snapshot)
+        kind = "model" if result.node.resource_type in built else "test"
         status = {
             NodeStatus.Success: "passed",
             NodeStatus.Pass: "passed",

@@ -87,6 +87,12 @@ class _TextFormatter(logging.Formatter):
         stamp = datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         run = getattr(record, "run_id", None)
         where = f" run={run}" if run else ""
+        workspace = getattr(record, "workspace", None)
+        if workspace:
+            name = printable(workspace)
+            where += (
+                f" workspace={json.dumps(name) if not name.isprintable() or ' ' in name else name}"
+            )
         return f"{stamp} {record.levelname}{where} {message}"
 
 
@@ -98,27 +104,35 @@ class _JsonFormatter(logging.Formatter):
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "run_id": getattr(record, "run_id", None),
+            "workspace": getattr(record, "workspace", None),
             "message": record.getMessage(),
         }
         entry.update(getattr(record, "fields", {}) or {})
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+RunContext = tuple[str | None, str | None]  # a run's id, and its workspace's configured name
+
+
 class _RunId(logging.Filter):
-    """Tags records with the run id of their thread (workspaces loading side by side each have
-    a run of their own), else the one the main thread set."""
+    """Tags records with the run id and workspace of their thread (workspaces loading side by
+    side each have a run of their own), else the ones the main thread set."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.run_id: str | None = None
+        self.run: RunContext = (None, None)
         self.local = threading.local()
 
-    def current(self) -> str | None:
-        return getattr(self.local, "run_id", self.run_id)
+    def current(self) -> RunContext:
+        found: RunContext = getattr(self.local, "run", self.run)
+        return found
 
     def filter(self, record: logging.LogRecord) -> bool:
+        run_id, workspace = self.current()
         if not hasattr(record, "run_id"):
-            record.run_id = self.current()
+            record.run_id = run_id
+        if not hasattr(record, "workspace"):
+            record.workspace = workspace
         return True
 
 
@@ -138,16 +152,17 @@ def configure(log_format: LogFormat) -> None:
     LOGGER.propagate = False
 
 
-def set_run_id(run_id: str | None) -> None:
+def set_run_id(run_id: str | None, workspace: str | None = None) -> None:
     """Tag every message of this thread from now on with this run's id (it is in the run
-    record too); set in the main thread, it is also every other thread's default."""
-    _run_id.local.run_id = run_id
+    record too) and its workspace's configured name; set in the main thread, they are also
+    every other thread's default."""
+    _run_id.local.run = (run_id, workspace)
     if threading.current_thread() is threading.main_thread():
-        _run_id.run_id = run_id
+        _run_id.run = (run_id, workspace)
 
 
-def current_run_id() -> str | None:
-    """The run id this thread's messages carry."""
+def current_run() -> RunContext:
+    """The run id and workspace this thread's messages carry."""
     return _run_id.current()
 
 

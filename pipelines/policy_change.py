@@ -271,7 +271,7 @@ def prepare_privacy(
     Raises:
         PolicyChangeRefused: see `plan_privacy`.
     """
-    if not warehouse.exists():  # a first load: nothing to read, nothing to rewrite
+    if not warehouse.loaded_before():  # a first load: nothing to read, nothing to rewrite
         return PrivacyPlan(policy, [PolicyRecord.of(workspace_id, policy)])
     with warehouse.run_reader() as client:
         plan = plan_privacy(client, policy, workspace_id, refreshing)

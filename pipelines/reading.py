@@ -1,32 +1,53 @@
-"""Reading a warehouse for `signing-etl status`: the recent runs, and per workspace its cursors
-and rows, read through the warehouse's read-only reader (any destination), never writing."""
+"""Reading a warehouse for `signing-etl status` and the freshness checks: per workspace its runs
+(failed and stopped ones with their reasons), its last success, how recent its data is, its
+cursors and their lag behind the service's clock, and its rows; read through the warehouse's
+read-only reader (any destination), never writing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pipelines.deletions import deleted_rows
+from pipelines.outcome import Outcome
 from pipelines.privacy_state import PolicyRecord, read_erasures, read_policies
 from pipelines.run_records import RunRecord, read_runs
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
 from pipelines.workspace_state import StoredState, pipeline_name_for, stored_states
-from sources.signing import EVENTS_LIMIT, SOURCE_TABLES, ResourceSyncStatus, describe_sync
+from sources.signing import (
+    EVENTS_LIMIT,
+    SOURCE_TABLES,
+    FullCheck,
+    ResourceSyncStatus,
+    describe_deletions,
+    describe_sync,
+    parse_iso,
+)
 
-RECENT_RUNS = 5  # runs `signing-etl status` lists
+RECENT_RUNS = 10  # runs `status` lists per workspace
+PROBLEM_DAYS = 7  # failed and stopped runs `status` lists with their reasons
+# Where each table keeps the service's time of a change: the newest is the data's "as of".
+CHANGE_TIMES = (("documents", "updated_at"), ("contacts", "updated_at"), ("audit_events", "at"))
 
 
 @dataclass
 class WorkspaceStatus:
     """One workspace of a warehouse: its runs, the cursors of its state and its rows."""
 
-    workspace_id: str
+    workspace_id: str  # empty for a configured workspace whose runs never reached `/me`
     name: str | None  # as the service names it (raw.workspaces)
     runs: list[RunRecord]  # newest first, failed and stopped ones too
-    resources: list[ResourceSyncStatus]
-    row_counts: dict[str, int]
+    resources: list[ResourceSyncStatus] = field(default_factory=list)
+    row_counts: dict[str, int] = field(default_factory=dict)
     truncated_trails: int = 0  # shipments whose loaded audit trail is the API's cap (500)
     privacy: PolicyRecord | None = None  # the privacy policy its rows are under
+    newest_change: datetime | None = None  # the newest change loaded: the data is as of then
+    # Per list: the last full check for deleted records (when, its requests, what it found),
+    # and the records the warehouse holds marked deleted.
+    deletion_checks: dict[str, FullCheck] = field(default_factory=dict)
+    deleted_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def configured_as(self) -> str | None:
@@ -34,8 +55,43 @@ class WorkspaceStatus:
         return next((r.workspace_name for r in self.runs if r.workspace_name), None)
 
     @property
+    def label(self) -> str:
+        """The configured name, else the id (before any run recorded a name)."""
+        return self.configured_as or self.workspace_id or "?"
+
+    @property
     def last_run(self) -> RunRecord | None:
         return self.runs[0] if self.runs else None
+
+    @property
+    def last_success(self) -> RunRecord | None:
+        """The newest run that ran to its end."""
+        return next((r for r in self.runs if r.outcome is Outcome.COMPLETED), None)
+
+    @property
+    def last_loaded(self) -> RunRecord | None:
+        """The newest run that loaded what it could: completed, or stopped (the daily limit, a
+        budget, a signal) with rows; what freshness is measured from."""
+        return next((r for r in self.runs if _loaded(r)), None)
+
+    def problems(self, now: datetime, days: int = PROBLEM_DAYS) -> list[RunRecord]:
+        """Runs of the last `days` days that failed or stopped, newest first."""
+        since = now - timedelta(days=days)
+        return [
+            r for r in self.runs if r.outcome is not Outcome.COMPLETED and r.started_at >= since
+        ]
+
+    def age(self, now: datetime) -> timedelta | None:
+        """How long ago the last run that loaded ended (None: never)."""
+        last = self.last_loaded
+        return now - (last.finished_at or last.started_at) if last else None
+
+    @property
+    def cursor_lag(self) -> timedelta | None:
+        """How far the oldest cursor is behind the service's clock at the last answer."""
+        cursors = [parse_iso(r.cursor) for r in self.resources if r.cursor]
+        clock = next((r.service_time for r in self.runs if r.service_time), None)
+        return clock - min(cursors) if cursors and clock else None
 
     @property
     def cursors(self) -> dict[str, str]:
@@ -51,10 +107,25 @@ class WorkspaceStatus:
         """The lists whose last pass a stop cut short."""
         return [r.name for r in self.resources if r.interrupted]
 
+    @property
+    def webhooks_reconciled(self) -> tuple[int, int | None] | None:
+        """(changes the webhooks had missed, changes they had brought) as the last load that
+        counted them found; None when webhooks are off for this workspace."""
+        counted = next((r for r in self.runs if r.missed_by_webhooks is not None), None)
+        if counted is None or counted.missed_by_webhooks is None:
+            return None
+        return counted.missed_by_webhooks, counted.brought_by_webhooks
+
+
+def _loaded(run: RunRecord) -> bool:
+    return run.outcome is Outcome.COMPLETED or (
+        run.outcome is Outcome.STOPPED and sum(run.rows.values()) > 0
+    )
+
 
 @dataclass
 class Status:
-    """What `signing-etl status` shows: the warehouse's recent runs and each workspace."""
+    """What `signing-etl status` shows: the warehouse's runs and each workspace."""
 
     warehouse: Path
     runs: list[RunRecord]  # newest first, of every workspace
@@ -95,43 +166,77 @@ class Status:
         """The interrupted lists of the only workspace (see `only`)."""
         return self.only.interrupted
 
+    def by_configured_name(self) -> dict[str, WorkspaceStatus]:
+        """The workspaces by the configured name their runs used."""
+        return {w.configured_as: w for w in self.workspaces if w.configured_as}
+
 
 def status(warehouse: Warehouse | Path) -> Status:
-    """The recent runs, and per workspace its cursors and row counts, read without writing."""
+    """Every workspace's runs, cursors and rows, read without writing."""
     place = Warehouse.of(warehouse)
     with place.reader() as client:
         return read_status(client, place.path)
 
 
+def last_attempts(warehouse: Warehouse) -> dict[str, datetime]:
+    """When each configured workspace's last run began, by its configured name; none for a
+    warehouse that cannot be read yet."""
+    try:
+        with warehouse.reader() as client:
+            runs = read_runs(client, columns_by_table(client))
+    except Exception:  # no warehouse yet, or one the load itself will name the problem of
+        return {}
+    began: dict[str, datetime] = {}
+    for run in runs:
+        if run.workspace_name and run.workspace_name not in began:
+            began[run.workspace_name] = run.started_at
+    return began
+
+
 def read_status(client: SqlClient, warehouse: Path) -> Status:
     """`status` through any backend's SQL client."""
     columns = columns_by_table(client)
-    runs = read_runs(client, columns)
+    runs = _attributed(read_runs(client, columns))
     counts = _counts_by_workspace(client, columns)
+    newest = _newest_changes(client, columns)
     names_by_id: dict[str, str | None] = {w.id: w.name for w in loaded_workspaces(client)}
     for run in runs:
-        if run.workspace_id:
-            names_by_id.setdefault(run.workspace_id, None)
+        names_by_id.setdefault(run.workspace_id or "", None)
     states = stored_states(client)
     truncated = _truncated_trails(client, columns)
+    marked = deleted_rows(client, columns)
     policies = read_policies(client)
     workspaces = [
         WorkspaceStatus(
             workspace_id=workspace_id,
             name=name,
-            runs=[r for r in runs if r.workspace_id == workspace_id][:RECENT_RUNS],
+            runs=[r for r in runs if (r.workspace_id or "") == workspace_id],
             resources=describe_sync(_state_of(states, workspace_id)),
             row_counts=counts.get(workspace_id, {}),
             truncated_trails=truncated.get(workspace_id, 0),
             privacy=policies.get(workspace_id),
+            newest_change=newest.get(workspace_id),
+            deletion_checks=describe_deletions(_state_of(states, workspace_id)),
+            deleted_rows=marked.get(workspace_id, {}),
         )
         for workspace_id, name in sorted(names_by_id.items(), key=lambda i: (i[1] or "", i[0]))
     ]
-    return Status(warehouse, runs[:RECENT_RUNS], workspaces, len(read_erasures(client)))
+    return Status(warehouse, runs, workspaces, len(read_erasures(client)))
+
+
+def _attributed(runs: list[RunRecord]) -> list[RunRecord]:
+    """Runs that ended before `/me` answered carry only their configured name: they belong to
+    the workspace that name loaded last (a refused key is its workspace's failure)."""
+    ids = {r.workspace_name: r.workspace_id for r in reversed(runs) if r.workspace_id}
+    return [r if r.workspace_id else _with_id(r, ids.get(r.workspace_name)) for r in runs]
+
+
+def _with_id(run: RunRecord, workspace_id: str | None) -> RunRecord:
+    return replace(run, workspace_id=workspace_id) if workspace_id else run
 
 
 def _state_of(states: dict[str, StoredState], workspace_id: str) -> dict[str, Any]:
-    stored = states.get(pipeline_name_for(workspace_id))
+    stored = states.get(pipeline_name_for(workspace_id)) if workspace_id else None
     return stored.state if stored else {}
 
 
@@ -156,6 +261,24 @@ def _counts_by_workspace(
         for workspace_id, count in client.execute_sql(query) or []:
             counts.setdefault(str(workspace_id), {})[table] = int(count)
     return counts
+
+
+def _newest_changes(client: SqlClient, columns: dict[str, set[str]]) -> dict[str, datetime]:
+    """Per workspace: the service's time of the newest change loaded (a document or contact
+    updated, an audit event)."""
+    newest: dict[str, datetime] = {}
+    for table, column in CHANGE_TIMES:
+        if column not in columns.get(table, set()):
+            continue
+        qualified = client.make_qualified_table_name(table)
+        rows = client.execute_sql(
+            f'select workspace_id, max("{column}") from {qualified} group by workspace_id'
+        )
+        for workspace_id, moment in rows or []:
+            if isinstance(moment, datetime):
+                key = str(workspace_id)
+                newest[key] = max(moment, newest.get(key, moment))
+    return newest
 
 
 def _truncated_trails(client: SqlClient, columns: dict[str, set[str]]) -> dict[str, int]:

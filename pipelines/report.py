@@ -31,6 +31,7 @@ MARTS = (
     "fct_time_to_sign",
     "dim_documents",
     "dim_contacts",
+    "fct_waiting_by_day",
 )
 # What the notebook reads: the marts, and the workspaces' names.
 REPORT_TABLES = (("raw", "workspaces"), *(("marts", mart) for mart in MARTS))

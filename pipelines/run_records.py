@@ -38,11 +38,18 @@ RUN_COLUMNS: dict[str, str] = {
     "waited_seconds": "double precision",
     "request_seconds": "double precision",
     "truncated_trails": "bigint",
+    "deletions": "varchar",
     "rows": "varchar",
     "requests_by_endpoint": "varchar",
     "warnings": "varchar",
+    "service_time": "timestamp with time zone",
+    "limits": "varchar",
+    "daily_remaining": "bigint",
+    "missed_by_webhooks": "bigint",
+    "brought_by_webhooks": "bigint",
 }
-_JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings")
+_JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings", "limits", "deletions")
+_NULLABLE = ("workspace_id", "finished_at", "workspace_name", "service_time", "daily_remaining")
 
 
 @dataclass(frozen=True)
@@ -63,9 +70,18 @@ class RunRecord:
     waited_seconds: float = 0.0
     request_seconds: float = 0.0
     truncated_trails: int = 0
+    # Per list checked for deleted records: the check (`count`, `full`, `incomplete`), its
+    # requests, the last full check's time, records found gone and marked, whether refused.
+    deletions: dict[str, dict[str, Any]] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
     requests_by_endpoint: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    service_time: datetime | None = None  # the service's clock at its last answer
+    limits: dict[str, int] = field(default_factory=dict)  # X-RateLimit-Limit by scope
+    daily_remaining: int | None = None  # the daily allowance left at the last answer
+    # Changes the load found that the webhooks had missed / had brought (None: webhooks off).
+    missed_by_webhooks: int | None = None
+    brought_by_webhooks: int | None = None
 
     def to_row(self) -> dict[str, Any]:
         """Column values for SQL: the outcome as its name, dicts and lists as JSON text."""
@@ -86,34 +102,35 @@ class RunRecord:
             if isinstance(values.get(name), str):
                 values[name] = orjson.loads(values[name])
         for name, value in list(values.items()):
-            if value is None and name not in ("workspace_id", "finished_at", "workspace_name"):
+            if value is None and name not in _NULLABLE:
                 values.pop(name)  # a column an earlier version left empty: the default
         values["outcome"] = Outcome(str(row.get("outcome") or Outcome.FAILED))
         values["run_id"] = str(row.get("run_id") or "")
         return cls(**values)
 
 
-def record_run(pipeline: dlt.Pipeline, record: RunRecord) -> None:
-    """Append one run's record to `raw._signing_runs`, creating or widening the table.
+def record_run(client: Any, record: RunRecord) -> None:
+    """Append one run's record to `raw._signing_runs` through a dlt SQL client of the
+    dataset (the run's pipeline's, or the warehouse's when the run ended before it had one),
+    creating or widening the table.
 
     Tables written by earlier versions were loaded by dlt and carry its `_dlt_load_id` and
     `_dlt_id` columns (not null); rows added here fill them with the run's id."""
     values = record.to_row()
-    with pipeline.sql_client() as client:
-        table = client.make_qualified_table_name(RUNS_TABLE)
-        client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
-        columns = ", ".join(f"{name} {kind}" for name, kind in RUN_COLUMNS.items())
-        client.execute_sql(f"create table if not exists {table} ({columns})")
-        existing = columns_by_table(client).get(RUNS_TABLE, set())
-        for name, kind in RUN_COLUMNS.items():
-            if name not in existing:
-                client.execute_sql(f"alter table {table} add column {name} {kind}")
-        if "_dlt_id" in existing:
-            values["_dlt_load_id"] = record.run_id
-            values["_dlt_id"] = uuid.uuid4().hex
-        names = ", ".join(values)
-        marks = ", ".join(["%s"] * len(values))
-        client.execute_sql(f"insert into {table} ({names}) values ({marks})", *values.values())
+    table = client.make_qualified_table_name(RUNS_TABLE)
+    client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
+    columns = ", ".join(f"{name} {kind}" for name, kind in RUN_COLUMNS.items())
+    client.execute_sql(f"create table if not exists {table} ({columns})")
+    existing = columns_by_table(client).get(RUNS_TABLE, set())
+    for name, kind in RUN_COLUMNS.items():
+        if name not in existing:
+            client.execute_sql(f"alter table {table} add column {name} {kind}")
+    if "_dlt_id" in existing:
+        values["_dlt_load_id"] = record.run_id
+        values["_dlt_id"] = uuid.uuid4().hex
+    names = ", ".join(values)
+    marks = ", ".join(["%s"] * len(values))
+    client.execute_sql(f"insert into {table} ({names}) values ({marks})", *values.values())
 
 
 def read_runs(client: SqlClient, columns: Mapping[str, set[str]]) -> list[RunRecord]:

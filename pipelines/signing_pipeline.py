@@ -12,8 +12,6 @@ import contextlib
 import shutil
 import signal
 import threading
-import time
-from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,13 +19,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import dlt
-from dlt.common.pipeline import ExtractInfo, LoadInfo
+from dlt.common.configuration.exceptions import ConfigFieldMissingException
+from dlt.common.pipeline import LoadInfo
 
-from pipelines.errors import failure_reason
-from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome
+from pipelines.deletions import PipelineRecords, mark_deletions
+from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
+from pipelines.load_steps import LoadSteps
+from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
 from pipelines.policy_change import apply_privacy, prepare_privacy
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
-from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
+from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, Warehouse
+from pipelines.webhooks.ledger import Reconciliation
 from pipelines.workspace_state import (
     LEGACY_PIPELINE_NAME,
     adopt_legacy_state,
@@ -35,10 +37,14 @@ from pipelines.workspace_state import (
     pipeline_name_for,
 )
 from sources.signing import (
+    Deletions,
     Interrupted,
     RunControl,
     RunStats,
     RunStopped,
+    SigningAPIError,
+    SyncContext,
+    TableDeletions,
     chosen_resources,
     connect,
     describe_sync,
@@ -61,6 +67,8 @@ class LoadOptions:
     full_refresh: bool = False  # this workspace's rows and state deleted, then a full load
     resources: tuple[str, ...] | None = None  # a subset of the source's resources
     max_requests: int | None = None  # stop cleanly after this many requests (exit 75)
+    reconcile: bool = False  # a full pass over every list's ids for deleted records
+    allow_mass_delete: bool = False  # mark what a full pass found gone, whatever its share
 
 
 @dataclass
@@ -77,6 +85,11 @@ class LoadResult:
     workspace_id: str | None = None
     workspace_name: str | None = None  # the configured entry (`--workspace`)
     load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
+    deletions: list[TableDeletions] = field(default_factory=list)  # per list checked
+    marked: dict[str, int] = field(default_factory=dict)  # records marked deleted per table
+    # Changed shipments and contacts the webhooks had missed / brought (None: webhooks off).
+    missed_by_webhooks: int | None = None
+    brought_by_webhooks: int | None = None
 
     @property
     def seconds(self) -> float:
@@ -104,9 +117,15 @@ class LoadResult:
             waited_seconds=stats.waited_seconds,
             request_seconds=stats.request_seconds,
             truncated_trails=stats.truncated_trails,
+            deletions={d.table: d.to_record() for d in self.deletions},
             rows=dict(self.rows),
             requests_by_endpoint=dict(stats.by_endpoint),
             warnings=list(stats.warnings),
+            service_time=stats.service_time,
+            limits=dict(stats.limits),
+            daily_remaining=stats.daily_remaining,
+            missed_by_webhooks=self.missed_by_webhooks,
+            brought_by_webhooks=self.brought_by_webhooks,
         )
 
 
@@ -154,33 +173,88 @@ def load_incremental(
     options = options or LoadOptions()
     control = control or RunControl()
     started = datetime.now(UTC)
+    workspace: tuple[str | None, str | None] = (None, workspace_name)
     try:
         with contextlib.ExitStack() as held:
             held.enter_context(place.writer())
-            connection = connect(
-                since=options.since,
-                max_requests=options.max_requests,
-                control=control,
-                **source_settings,
+            held.enter_context(stop_on_signals(control))
+            try:
+                connection = connect(
+                    since=options.since,
+                    max_requests=options.max_requests,
+                    reconcile=options.reconcile,
+                    allow_mass_delete=options.allow_mass_delete,
+                    control=control,
+                    **source_settings,
+                )
+                workspace_id = connection.workspace_id
+                workspace = (workspace_id, workspace_name)
+                folder = held.enter_context(place.workspace_session(workspace_id))
+                privacy = prepare_privacy(
+                    place, connection.privacy, workspace_id, options.full_refresh
+                )
+                pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
+            except (SigningEtlError, SigningAPIError, ConfigFieldMissingException) as error:
+                _record_before_pipeline(place, control, started, workspace, error)
+                raise
+            connection.privacy = apply_privacy(place, privacy, control.stats)
+            connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
+            source = _source_for(connection, pipeline, options, control)
+            ledger = (
+                None if options.resources else Reconciliation.of_poll(place, connection, started)
             )
-            workspace_id = connection.workspace_id
-            folder = held.enter_context(place.workspace_session(workspace_id))
-            plan = prepare_privacy(place, connection.privacy, workspace_id, options.full_refresh)
-            pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
-            connection.privacy = apply_privacy(place, plan, control.stats)
-            source = signing_source(connection)
-            if options.resources:
-                source = source.with_resources(*chosen_resources(options.resources))
-            if options.since and not options.full_refresh:
-                pipeline.sync_destination()
-                if describe_sync(pipeline.state):
-                    control.stats.warn(
-                        "--since is ignored: this workspace already has cursors "
-                        "(--full-refresh starts again from --since)"
-                    )
-            return _run(pipeline, source, control, started, (workspace_id, workspace_name))
+            if ledger is not None:
+                held.callback(ledger.close)
+                ledger.watch(source)
+            ran_as = (connection.workspace_id, workspace_name)
+            return _run(pipeline, source, control, started, ran_as, connection.deletions, ledger)
     finally:
         control.finish()
+
+
+def _source_for(
+    connection: SyncContext, pipeline: dlt.Pipeline, options: LoadOptions, control: RunControl
+) -> Any:
+    """The source bound to the connection, with the resources asked for; `since` warned
+    about when the workspace already has cursors (it applies to a first run only)."""
+    source = signing_source(connection)
+    if options.resources:
+        source = source.with_resources(*chosen_resources(options.resources))
+    if options.since and not options.full_refresh:
+        pipeline.sync_destination()
+        if describe_sync(pipeline.state):
+            control.stats.warn(
+                "--since is ignored: this workspace already has cursors "
+                "(--full-refresh starts again from --since)"
+            )
+    return source
+
+
+def _record_before_pipeline(
+    warehouse: Warehouse,
+    control: RunControl,
+    started: datetime,
+    workspace: tuple[str | None, str | None],
+    error: BaseException,
+) -> None:
+    """Record a run that ended before its pipeline existed (a refused key, a service that does
+    not answer, a setting found wrong) in the warehouse, so that `status` shows it. A warehouse
+    never loaded is left as it was (nothing at all), and one that is itself what failed cannot
+    take the record."""
+    code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
+    ended = LoadResult(
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        stats=control.stats,
+        stopped=failure_reason(error),
+        exit_code=code,
+        workspace_id=workspace[0],
+        workspace_name=workspace[1],
+    )
+    if isinstance(error, WarehouseError) or not warehouse.loaded_before():
+        return  # no warehouse to account in yet (a first run leaves nothing behind)
+    with contextlib.suppress(Exception), warehouse.sql_client() as client:
+        record_run(client, ended.record(control.run_id))
 
 
 def _workspace_pipeline(
@@ -204,15 +278,17 @@ def _run(
     control: RunControl,
     started: datetime,
     workspace: tuple[str, str | None],
+    deletions: Deletions,
+    ledger: Reconciliation | None = None,
 ) -> LoadResult:
-    """Run the pipeline with signals turned into a clean stop, then record the run of
-    `workspace` (its id, and the configured name it ran as)."""
+    """Run the pipeline with signals turned into a clean stop, mark what it found deleted,
+    then record the run of `workspace` (its id, and the configured name it ran as) and what
+    `ledger` counted."""
     workspace_id, workspace_name = workspace
     stats = control.stats
     try:
-        with stop_on_signals(control):
-            steps = _Steps()
-            info = steps.run(pipeline, source, control.stats)
+        steps = LoadSteps()
+        info = steps.run(pipeline, source, control.stats)
     except Exception as error:
         failed = LoadResult(
             started_at=started,
@@ -223,83 +299,36 @@ def _run(
             workspace_id=workspace_id,
             workspace_name=workspace_name,
         )
-        with contextlib.suppress(Exception):  # the warehouse itself may be what failed
-            record_run(pipeline, failed.record(control.run_id))
+        with contextlib.suppress(Exception), pipeline.sql_client() as client:
+            record_run(client, failed.record(control.run_id))  # the warehouse may have failed
         raise
     reason = control.reason
+    decided = deletions.decide()
+    marked = mark_deletions(
+        pipeline, workspace_id, decided, deletions.settings.mode, datetime.now(UTC)
+    )
+    refused = "; ".join(d.refused for d in decided if d.refused)
+    codes = [reason.exit_code if reason else EXIT_DONE, EXIT_FAILED if refused else EXIT_DONE]
     result = LoadResult(
         started_at=started,
         finished_at=datetime.now(UTC),
         stats=stats,
         rows=steps.rows,
-        stopped=stats.stop_reason,
+        stopped="; ".join(filter(None, [refused, stats.stop_reason])) or None,
         step_seconds=steps.seconds,
-        exit_code=reason.exit_code if reason else EXIT_DONE,
+        exit_code=worst_exit_code(codes),
         workspace_id=workspace_id,
         workspace_name=workspace_name,
         load_info=info,
+        deletions=decided,
+        marked=marked,
     )
+    if ledger is not None:
+        ledger.account(result)
     record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
-    record_run(pipeline, result.record(control.run_id))
+    with pipeline.sql_client() as client:
+        record_run(client, result.record(control.run_id))
     return result
-
-
-# One lock per destination for the load step of workspaces loading side by side in this
-# process: two first loads creating the same tables at once collide in the database's catalog
-# (Postgres: duplicate key in pg_type). Fetching, the long part, stays side by side.
-_LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
-
-
-@dataclass
-class _Steps:
-    """`pipeline.run` as its steps, for every destination: the state from the destination,
-    what an interrupted run left, extract, the load files chosen by what was fetched
-    (`LoadFileFormat`), normalize, and load under its destination's lock."""
-
-    rows: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def run(self, pipeline: dlt.Pipeline, source: Any, stats: RunStats) -> LoadInfo:
-        pipeline.sync_destination()  # as `pipeline.run` does: the newer of the two states
-        if pipeline.has_pending_data:
-            # An earlier run stopped between fetching and loading (killed, the disk full):
-            # what it fetched goes in first. `pipeline.run` would stop there; this run goes on.
-            stats.warn("loaded what an interrupted run had fetched before this run's own")
-            if pipeline.list_extracted_load_packages():
-                pipeline.normalize()
-            with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
-                pipeline.load()
-        extracted = self._timed("extract", pipeline.extract, source)
-        file_format = pipeline.destination.caps_params.get("loader_file_format_selector")
-        if isinstance(file_format, LoadFileFormat):
-            file_format.choose_for(_records_in(extracted))
-        normalized = self._timed("normalize", pipeline.normalize)
-        self.rows = {
-            table: n
-            for table, n in (normalized.row_counts if normalized else {}).items()
-            if not table.startswith("_dlt")
-        }
-        with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
-            info: LoadInfo = self._timed("load", pipeline.load)
-        return info
-
-    def _timed(self, step: str, call: Any, *args: Any) -> Any:
-        began = time.monotonic()
-        try:
-            return call(*args)
-        finally:
-            self.seconds[step] = time.monotonic() - began
-
-
-def _records_in(extracted: ExtractInfo) -> int:
-    """Records an extract wrote (nested ones still inside their parents), `_dlt` tables aside."""
-    return sum(
-        table_metrics.items_count
-        for metrics in extracted.metrics.values()
-        for step in metrics
-        for table, table_metrics in step["table_metrics"].items()
-        if not table.startswith("_dlt")
-    )
 
 
 @contextlib.contextmanager

@@ -9,19 +9,17 @@ import csv
 import json
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from pipelines import output
 from pipelines.outcome import Outcome
-from pipelines.output import PlainTable, printable
+from pipelines.output import PlainTable
 from pipelines.progress import Progress
-from pipelines.reading import Status, WorkspaceStatus
-from pipelines.run_records import RunRecord
 from pipelines.signing_pipeline import LoadResult
+from pipelines.webhooks.views import webhooks_line
 from pipelines.workspace_loads import WorkspaceLoad
 from pipelines.workspaces import WorkspaceEntry
-from sources.signing import EVENTS_LIMIT, RunControl, RunStats
+from sources.signing import EVENTS_LIMIT, RunControl, RunStats, TableDeletions
 
 out = output.stdout_console()
 
@@ -36,7 +34,7 @@ class CliWatcher:
 
     @contextlib.contextmanager
     def loading(self, entry: WorkspaceEntry, control: RunControl) -> Iterator[None]:
-        output.set_run_id(control.run_id)
+        output.set_run_id(control.run_id, entry.name)
         if self.several:
             output.info(f"workspace {entry.name}: loading from {entry.base_url}")
         with Progress(control.stats):
@@ -66,7 +64,11 @@ def workspaces_summary(loads: list[WorkspaceLoad], total: int) -> None:
     """Rows loaded per table and workspace, then one line with each workspace's outcome (and
     those a signal kept from starting)."""
     loaded = {load.entry.name: load.result.rows for load in loads if load.result is not None}
-    if loaded and not output.is_json():
+    if loaded and not output.is_json() and not out.is_terminal:
+        for name, rows in loaded.items():
+            listed = ", ".join(f"{table} {count:,}" for table, count in sorted(rows.items()))
+            output.info(f"workspace {name}: rows loaded: {listed or 'none (nothing changed)'}")
+    elif loaded and not output.is_json():
         table = PlainTable("table", *loaded, title="Load summary")
         names = sorted({table for rows in loaded.values() for table in rows})
         for name in names or ["(nothing changed)"]:
@@ -103,9 +105,19 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             request_seconds=round(stats.request_seconds, 3),
             seconds=round(seconds, 3),
             truncated_trails=stats.truncated_trails,
+            deletions={d.table: d.to_record() for d in result.deletions},
             workspace_id=result.workspace_id,
             workspace=result.workspace_name,
+            missed_by_webhooks=result.missed_by_webhooks,
+            brought_by_webhooks=result.brought_by_webhooks,
         )
+    elif not several and not out.is_terminal:
+        # In a log, the summary is lines like the ones around it, each stamped.
+        rows = ", ".join(f"{name} {count:,}" for name, count in sorted(result.rows.items()))
+        output.info(f"rows loaded: {rows or 'none (nothing changed)'}")
+        output.info(costs_line(stats, seconds))
+        if result.deletions:
+            output.info(deletions_line(result.deletions))
     elif not several:
         table = PlainTable("table", "rows loaded", title="Load summary")
         for name, count in sorted(result.rows.items()):
@@ -114,7 +126,13 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             table.add_row("(nothing changed)", "0")
         out.print(table)
         out.print(costs_line(stats, seconds), highlight=False)
+        if result.deletions:
+            out.print(deletions_line(result.deletions), highlight=False)
     prefix = f"workspace {result.workspace_name}: " if several else ""
+    if result.missed_by_webhooks is not None and not output.is_json():
+        output.info(prefix + webhooks_line(result.missed_by_webhooks, result.brought_by_webhooks))
+    if several and result.deletions and not output.is_json():
+        output.info(prefix + deletions_line(result.deletions))
     if stats.truncated_trails:
         output.warning(
             f"{prefix}{stats.truncated_trails} audit trails were cut at the API's "
@@ -124,116 +142,17 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
         output.warning(prefix + warning)
 
 
-# ---------------------------------------------------------------------- status
-
-
-def print_status(found: Status, warehouse: Path) -> None:
-    """The last run, the recent ones, and each workspace's cursors and rows."""
-    run = found.last_run
-    out.print(f"Last run: {run_line(run)}" if run else "Last run: none recorded", highlight=False)
-    several = len(found.workspaces) > 1
-    if len(found.runs) > 1:
-        columns = ["started", *(["workspace"] if several else []), "outcome", "requests", "429s"]
-        runs = PlainTable(*columns, title="Recent runs")
-        for earlier in found.runs:
-            runs.add_row(
-                f"{earlier.started_at:%Y-%m-%d %H:%M:%S}",
-                *([_run_workspace(earlier)] if several else []),
-                _outcome(earlier),
-                f"{earlier.requests:,}",
-                str(earlier.throttled),
-            )
-        out.print(runs)
-    if several:
-        _print_workspaces(found.workspaces)
-    else:
-        for workspace in found.workspaces:
-            _print_workspace(workspace, warehouse)
-    _print_privacy(found, several)
-
-
-def _label(workspace: WorkspaceStatus) -> str:
-    """The configured name of a workspace, or its id before any run recorded a name."""
-    return workspace.configured_as or workspace.workspace_id
-
-
-def _print_workspaces(workspaces: list[WorkspaceStatus]) -> None:
-    """Several workspaces side by side: who they are, their cursors, their rows."""
-    who = PlainTable("workspace", "id", "name at the service", "last run", title="Workspaces")
-    for workspace in workspaces:
-        last = workspace.last_run
-        who.add_row(
-            _label(workspace),
-            workspace.workspace_id,
-            workspace.name or "",
-            f"{last.started_at:%Y-%m-%d %H:%M:%S}, {_outcome(last)}" if last else "none",
-        )
-    out.print(who)
-    lists = list(dict.fromkeys(name for w in workspaces for name in w.cursors))
-    cursors = PlainTable("workspace", *lists, title="Cursors (next run reads changes since)")
-    for workspace in workspaces:
-        cells = [
-            workspace.cursors.get(name, "")
-            + (" (interrupted)" if name in workspace.interrupted else "")
-            for name in lists
-        ]
-        cursors.add_row(_label(workspace), *cells)
-    out.print(cursors)
-    counts = PlainTable("table", *(_label(w) for w in workspaces), title="raw.* rows per workspace")
-    tables = list(dict.fromkeys(t for w in workspaces for t in w.row_counts))
-    for table in tables:
-        counts.add_row(table, *(f"{w.row_counts.get(table, 0):,}" for w in workspaces))
-    out.print(counts)
-    for workspace in workspaces:
-        if workspace.truncated_trails:
-            out.print(
-                f"{_label(workspace)}: audit trails cut at the API's {EVENTS_LIMIT} events: "
-                f"{workspace.truncated_trails:,} shipments (flagged in marts.fct_shipments)"
-            )
-
-
-def _run_workspace(run: RunRecord) -> str:
-    return str(run.workspace_name or run.workspace_id or "?")
-
-
-def _print_workspace(workspace: WorkspaceStatus, warehouse: Path) -> None:
-    """The one workspace's cursors and rows, as before workspaces were several."""
-    cursors = PlainTable("list", "next run reads changes since", title="Cursors")
-    for name, since in workspace.cursors.items():
-        interrupted = "  (pass interrupted)" if name in workspace.interrupted else ""
-        cursors.add_row(name, since + interrupted)
-    out.print(cursors)
-    if workspace.truncated_trails:
-        out.print(
-            f"Audit trails cut at the API's {EVENTS_LIMIT} events: "
-            f"{workspace.truncated_trails:,} shipments (flagged in marts.fct_shipments)"
-        )
-    counts = PlainTable("table", "rows", title=f"raw.* in {warehouse}")
-    for table, count in workspace.row_counts.items():
-        counts.add_row(table, f"{count:,}")
-    out.print(counts)
-
-
-def _print_privacy(found: Status, several: bool) -> None:
-    """The privacy policy each workspace's rows are under, and the erasures recorded."""
-    for workspace in found.workspaces:
-        policy = workspace.privacy.describe() if workspace.privacy else "keep (not recorded yet)"
-        owner = f" of {_label(workspace)}" if several else ""
-        out.print(printable(f"Privacy policy{owner}: {policy}"), highlight=False)
-    if found.erasures:
-        out.print(f"Erasures recorded: {found.erasures:,}", highlight=False)
-
-
-def _outcome(run: RunRecord) -> str:
-    """`completed`, or `stopped (reason)` / `failed (reason)`."""
-    return str(run.outcome) + (f" ({run.stop_reason})" if run.stop_reason else "")
-
-
-def run_line(run: RunRecord) -> str:
-    return (
-        f"{run.started_at:%Y-%m-%d %H:%M:%S %Z}, {_outcome(run)}, {run.requests} "
-        f"requests, {run.throttled} 429s, {run.waited_seconds:.1f} s waited for limits"
-    )
+def deletions_line(deletions: list[TableDeletions]) -> str:
+    """What the run's checks for deleted records found and cost, per list, in one line."""
+    parts = []
+    for each in deletions:
+        found = f"{len(each.found):,} gone, {len(each.marked):,} marked deleted"
+        check = f"{each.check} check" if each.check else "no check"
+        requests = f"{each.check_requests:,} request{'s' if each.check_requests != 1 else ''}"
+        last = f"; last full check {each.full_check_at}" if each.full_check_at else ""
+        again = f", {each.seen_again:,} listed again" if each.seen_again else ""
+        parts.append(f"{each.table} {found}{again} ({check}, {requests}{last})")
+    return "Deleted records: " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------------- query results

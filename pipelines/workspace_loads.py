@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
@@ -93,6 +94,16 @@ def load_workspace(
         return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error))
     seconds = time.monotonic() - started
     return WorkspaceLoad(entry, result.exit_code, result.stopped, result, seconds)
+
+
+def in_turns(
+    entries: Sequence[WorkspaceEntry], last_attempts: Mapping[str, datetime]
+) -> list[WorkspaceEntry]:
+    """The workspaces in turn: those whose last run began longest ago (or never) first, so that
+    after a stop the next run starts with the workspaces the stop kept from loading, and no
+    workspace waits behind another for ever. Ties keep the configuration's order."""
+    never = datetime.min.replace(tzinfo=UTC)
+    return sorted(entries, key=lambda entry: last_attempts.get(entry.name, never))
 
 
 def load_workspaces(

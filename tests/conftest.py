@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -10,7 +15,22 @@ import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, SandboxFactory, client_for
+from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 from tests.support.postgres import PostgresServer, in_ci, missing_server, running_postgres
+
+
+def _isolated_from_the_users_configuration() -> None:
+    """dlt reads `.dlt/` of the folder it runs in and of the user's home: a checkout whose
+    `.dlt/secrets.toml` names workspaces (as the README tells users to write) must not change
+    what the tests load. Each test process gets empty folders of its own instead; the CLI's
+    subprocesses already run in a test's own folder without any `DLT_*` variable."""
+    empty = tempfile.mkdtemp(prefix="signing-tests-dlt-")
+    atexit.register(shutil.rmtree, empty, True)
+    os.environ["DLT_PROJECT_DIR"] = empty
+    os.environ["DLT_DATA_DIR"] = os.path.join(empty, "global")
+
+
+_isolated_from_the_users_configuration()
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +69,12 @@ def api(shared_sandbox: RunningSandbox) -> Iterator[httpx.Client]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """With no PostgreSQL server installed, the tests that use `postgres_server` are skipped
     with one line (per file) saying how to install it; in CI they run and fail instead."""
-    needing = [item for item in items if "postgres_server" in getattr(item, "fixturenames", ())]
+    needing = [
+        item
+        for item in items
+        if "postgres_server" in getattr(item, "fixturenames", ())
+        or "postgres" in getattr(getattr(item, "callspec", None), "id", "").split("-")
+    ]
     if not needing or in_ci():
         return
     reason = missing_server()
@@ -70,3 +95,10 @@ def postgres_server() -> Iterator[PostgresServer]:
         pytest.skip(reason)
     with running_postgres() as server:
         yield server
+
+
+@pytest.fixture(params=DESTINATIONS)
+def each_destination(request: pytest.FixtureRequest, tmp_path: Path) -> WarehouseUnderTest:
+    """An empty warehouse on each backend in turn: a DuckDB file, then a new database of the
+    session's PostgreSQL server (started only by the tests that ask for it)."""
+    return warehouse_under_test(request.param, tmp_path, request)

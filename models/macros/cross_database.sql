@@ -139,3 +139,26 @@
     approx_quantiles({{ column }}, 100)[offset(50)] as median_{{ name }},
         approx_quantiles({{ column }}, 100)[offset(90)] as p90_{{ name }}
 {%- endmacro %}
+
+{#- The UTC calendar day a timestamp with time zone falls in, as a date, whatever the session's
+    time zone (a plain cast to date cuts in the session's zone on DuckDB and Postgres). -#}
+{% macro day_start(column) -%}
+    {{ return(adapter.dispatch('day_start', 'signing_funnel')(column)) }}
+{%- endmacro %}
+
+{% macro default__day_start(column) -%}
+    cast(({{ column }}) at time zone 'UTC' as date)
+{%- endmacro %}
+
+{% macro snowflake__day_start(column) -%}
+    to_date(convert_timezone('UTC', {{ column }}))
+{%- endmacro %}
+
+{% macro bigquery__day_start(column) -%}
+    date({{ column }}, 'UTC')
+{%- endmacro %}
+
+{#- The day after a date, as a date. -#}
+{% macro next_day(column) -%}
+    cast({{ dbt.dateadd('day', 1, column) }} as date)
+{%- endmacro %}

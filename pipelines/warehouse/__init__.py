@@ -1,18 +1,12 @@
 """The warehouse: one object, made once from the CLI's or Dagster's options, that owns where the
-data lives and everything done to the place itself: its working folders and lock, the check
-that it can be written, holding it open during a run, dlt's destination, one read-only SQL
-reader for every backend, what it holds, and the local copy of the marts the report reads.
-
-A DuckDB file takes one writer and lives beside its working folders; any other dlt destination
-(Postgres, ...) takes concurrent writers, keeps its state in the database, and only dlt's and
-dbt's working folders live beside `path`. Nothing else in the project opens DuckDB or asks
-which destination it is.
-"""
+data lives and what is done to the place itself (working folders, lock, writability, dlt's
+destination, one read-only reader for every backend, the local copy the report reads). A DuckDB
+file takes one writer; other dlt destinations take concurrent writers and keep their state in
+the database. Nothing else in the project opens DuckDB or asks which destination it is."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
@@ -26,7 +20,6 @@ import dlt
 
 from pipelines.environment import environment_set
 from pipelines.errors import (
-    AlreadyRunning,
     ModelsError,
     ModelsWarehouseMissing,
     QueryRefused,
@@ -43,6 +36,7 @@ from ._catalog import (
     loaded_workspaces,
     tables_in,
 )
+from ._lock import held_lock
 from ._postgres import POSTGRES, dbt_environment, read_only_statement
 
 DEFAULT_DESTINATION = _duckdb.DUCKDB
@@ -141,12 +135,14 @@ class Warehouse:
         return self.path.parent / f".{self.path.stem}.dlt"
 
     @property
+    def webhooks_dir(self) -> Path:
+        """The webhook receiver's inbox and secrets: beside the warehouse, never in it."""
+        return self.path.parent / f".{self.path.stem}.webhooks"
+
+    @property
     def dbt_dir(self) -> Path:
         """dbt's `target/` and `logs/`, beside the warehouse and never in `models/`."""
         return self.path.parent / f".{self.path.stem}.dbt"
-
-    def exists(self) -> bool:
-        return self.path.exists() if self.is_file else True
 
     # ------------------------------------------------------------------ writing
 
@@ -176,48 +172,29 @@ class Warehouse:
             ) from None
 
     @contextlib.contextmanager
-    def exclusive(self, scope: str | None = None) -> Iterator[None]:
+    def exclusive(self, scope: str | None = None, *, brief: str | None = None) -> Iterator[None]:
         """Hold a run lock beside the warehouse (`.<file>.lock`, or `.<scope>.lock`), or fail
-        at once if another run has it. A run that wrote nothing (a refused key, a wrong URL)
+        at once if another run has it (a hold that says it is `brief`, such as a webhook
+        drain's, is waited for first). A run that wrote nothing (a refused key, a wrong URL)
         takes its lock file and new folders away again."""
-        folder = self.path.parent
-        created = [p for p in (folder, *folder.parents) if not p.exists()]
-        folder.mkdir(parents=True, exist_ok=True)
-        lock_path = folder / f".{scope or self.path.name}.lock"
-        with open(lock_path, "a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                raise AlreadyRunning(
-                    f"another load is running on {scope or self.path} ({holder}); try again "
-                    "when it ends"
-                ) from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()}")
-            handle.flush()
-            try:
-                yield
-            finally:
-                if scope or (not self.path.exists() and not self.pipelines_dir.exists()):
-                    lock_path.unlink(missing_ok=True)
-                    for made in created:  # innermost first
-                        with contextlib.suppress(OSError):
-                            made.rmdir()
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        lock_path = self.path.parent / f".{scope or self.path.name}.lock"
+
+        def wrote_nothing() -> bool:
+            return bool(scope) or (not self.path.exists() and not self.pipelines_dir.exists())
+
+        with held_lock(lock_path, scope or self.path, wrote_nothing, brief):
+            yield
 
     @contextlib.contextmanager
-    def writer(self) -> Iterator[None]:
+    def writer(self, *, brief: str | None = None) -> Iterator[None]:
         """What a run holds before it asks the service anything. A DuckDB file takes one
-        writer: its folder is checked, its lock taken, and the file held open for the run
-        (dlt's seven connections then share it). Other destinations need nothing yet."""
+        writer: its folder is checked, its lock taken (`brief`: `exclusive`), and the file held
+        open for the run (dlt's seven connections then share it). Others need nothing yet."""
         if not self.is_file:
             yield
             return
         self.check_writable()
-        with self.exclusive(), _duckdb.held_open(self.path):
+        with self.exclusive(brief=brief), _duckdb.held_open(self.path):
             yield
 
     @contextlib.contextmanager
@@ -234,7 +211,7 @@ class Warehouse:
             yield
 
     @contextlib.contextmanager
-    def workspace_session(self, workspace_id: str) -> Iterator[Path]:
+    def workspace_session(self, workspace_id: str, *, brief: str | None = None) -> Iterator[Path]:
         """dlt's working folder for one workspace's run. A DuckDB file keeps it beside itself.
         Elsewhere loads of several workspaces or machines run at once: each holds only its
         workspace's lock, and its state comes from the destination every time (the folder is
@@ -243,10 +220,25 @@ class Warehouse:
             yield self.pipelines_dir
             return
         with (
-            self.exclusive(f"{self.destination}.{workspace_id}"),
+            self.exclusive(f"{self.destination}.{workspace_id}", brief=brief),
             tempfile.TemporaryDirectory() as folder,
         ):
             yield Path(folder)
+
+    @contextlib.contextmanager
+    def sql_client(self) -> Iterator[Any]:
+        """dlt's SQL client of the `raw` dataset for writing the project's own tables, such as
+        the record of a run that ended before it had a pipeline (a refused key). A DuckDB file
+        that does not exist yet is created: the record is the run's account."""
+        with tempfile.TemporaryDirectory() as folder:
+            writer = dlt.pipeline(
+                pipeline_name="signing_records",
+                pipelines_dir=folder,
+                destination=self.dlt_destination(),
+                dataset_name=DATASET,
+            )
+            with writer.sql_client() as client:
+                yield client
 
     def dlt_destination(self) -> Any:
         """dlt's destination: DuckDB at `path` with its load files chosen by size, or the
@@ -261,12 +253,12 @@ class Warehouse:
         exists): the DuckDB file through the connection the run holds, else dlt's client."""
         if self.is_file:
             return _duckdb.beside_the_run(self.path, DATASET)
-        return self._dlt_client(self.dlt_destination())
+        return self.sql_client()
 
     def writing_client(self) -> contextlib.AbstractContextManager[Any]:
         """dlt's SQL client of `raw` for writing beside the pipelines (privacy, erasures), on
         the destination a load uses (a DuckDB file shares the connection a run holds open)."""
-        return self._dlt_client(self.dlt_destination())
+        return self.sql_client()
 
     def compact(self) -> bool:
         """Rewrite a DuckDB file so that deleted and overwritten values are gone from its free
@@ -285,12 +277,23 @@ class Warehouse:
             shutil.rmtree(self.pipelines_dir, ignore_errors=True)
 
     def remove(self) -> None:
-        """Delete a DuckDB warehouse and its dlt folder (the demo starts afresh)."""
+        """Delete a DuckDB warehouse, its dlt and webhook folders (the demo starts afresh)."""
         if self.is_file:
             self.path.unlink(missing_ok=True)
             shutil.rmtree(self.pipelines_dir, ignore_errors=True)
+            shutil.rmtree(self.webhooks_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ reading
+
+    def loaded_before(self) -> bool:
+        """Whether a load has written the warehouse already (its `raw` dataset exists)."""
+        if self.is_file:
+            return self.path.is_file()
+        try:
+            with self.reader():
+                return True
+        except Exception:  # no dataset yet, or a database that cannot be reached
+            return False
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[SqlClient]:
@@ -304,25 +307,13 @@ class Warehouse:
             with _duckdb.read_only(self.path, DATASET) as reader:
                 yield reader
             return
-        with self._dlt_client() as client:
+        with self.sql_client() as client:
             if not client.has_dataset():
                 raise WarehouseMissing(
                     f"no dataset {DATASET} in the {self.destination} destination; "
                     f"run `signing-etl load --destination {self.destination}` first"
                 )
             yield client
-
-    @contextlib.contextmanager
-    def _dlt_client(self, destination: Any = None) -> Iterator[Any]:
-        with tempfile.TemporaryDirectory() as folder:
-            reader = dlt.pipeline(
-                pipeline_name="signing_reader",
-                pipelines_dir=folder,
-                destination=destination or self.destination,
-                dataset_name=DATASET,
-            )
-            with reader.sql_client() as client:
-                yield client
 
     def read_only_query(self, query: str, most: int) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The column names and at most `most` rows of exactly one reading statement (`sql`),
@@ -371,30 +362,9 @@ class Warehouse:
                 f"no warehouse at {self.path}: load it first (`signing-etl load`), or point "
                 "--duckdb at an existing one"
             )
-        if not self.path.is_file():
-            raise ModelsError(
-                f"{self.path} is a folder, not a warehouse: point --duckdb at the file"
-            )
-        try:
-            for name in ("target", "logs"):
-                (self.dbt_dir / name).mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=self.path.parent):
-                pass
-        except OSError as error:
-            raise ModelsError(
-                f"cannot write in {self.path.parent} ({error.strerror or error}): the models "
-                "write beside the warehouse; make the folder writable, or copy the warehouse "
-                "to one that is"
-            ) from None
-        reason = _duckdb.open_error(self.path)
-        if reason is not None:
-            if "not a valid DuckDB database" in reason:
-                hint = "it is not a DuckDB file: point --duckdb at the one `signing-etl load` wrote"
-            elif "lock" in reason.lower():
-                hint = "another process has it open: try again once it has finished"
-            else:
-                hint = "check the file, or load a new warehouse with `signing-etl load`"
-            raise ModelsError(f"cannot open the warehouse {self.path} ({reason}); {hint}")
+        problem = _duckdb.models_problem(self.path, self.dbt_dir)
+        if problem:
+            raise ModelsError(problem)
 
     def dbt_target(self) -> DbtTarget:
         """dbt's target for this warehouse (profiles.yml), with the credentials the load uses.
@@ -458,16 +428,12 @@ class Warehouse:
             WarehouseError: the destination cannot be read or lacks a table (one line).
         """
         try:
-            with self._dlt_client() as client:
-                frames = {}
-                for schema, table in tables:
-                    with client.execute_query(f"select * from {schema}.{table}") as cursor:
-                        frames[schema, table] = cursor.df()
-            _duckdb.write_snapshot(into, frames)
+            with self.sql_client() as client:
+                _duckdb.copy_tables(client, into, tables)
         except Exception as error:  # the destination's own message, in one line
-            first = " ".join((str(error).splitlines() or [type(error).__name__])[0].split())
             raise WarehouseError(
-                f"cannot read the marts of the {self.destination} destination: {first}; "
-                f"run `signing-etl models --destination {self.destination}` after a load"
+                f"cannot read the marts of the {self.destination} destination: "
+                f"{_duckdb.first_line(error)}; run `signing-etl models --destination "
+                f"{self.destination}` after a load"
             ) from None
         return into

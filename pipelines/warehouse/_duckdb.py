@@ -4,6 +4,7 @@ read-only readers, the report's local snapshot) and tunes dlt's DuckDB destinati
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +156,36 @@ def _closed_everywhere(warehouse: Path) -> bool:
     return True
 
 
+def models_problem(warehouse: Path, dbt_dir: Path) -> str | None:
+    """Why dbt cannot build the models on an existing `warehouse`, in one line: a folder, a
+    folder that cannot be written in (DuckDB writes its `.wal` there, dbt its target and
+    logs), or a file DuckDB cannot open (not a database, another process holds it); None when
+    it can. Creates dbt's folders on the way."""
+    if not warehouse.is_file():
+        return f"{warehouse} is a folder, not a warehouse: point --duckdb at the file"
+    try:
+        for name in ("target", "logs"):
+            (dbt_dir / name).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=warehouse.parent):
+            pass
+    except OSError as error:
+        return (
+            f"cannot write in {warehouse.parent} ({error.strerror or error}): the models "
+            "write beside the warehouse; make the folder writable, or copy the warehouse to "
+            "one that is"
+        )
+    reason = open_error(warehouse)
+    if reason is None:
+        return None
+    if "not a valid DuckDB database" in reason:
+        hint = "it is not a DuckDB file: point --duckdb at the one `signing-etl load` wrote"
+    elif "lock" in reason.lower():
+        hint = "another process has it open: try again once it has finished"
+    else:
+        hint = "check the file, or load a new warehouse with `signing-etl load`"
+    return f"cannot open the warehouse {warehouse} ({reason}); {hint}"
+
+
 def open_error(warehouse: Path) -> str | None:
     """Why DuckDB cannot open the file for writing, in one line; None when it can."""
     try:
@@ -226,7 +257,7 @@ def read_only_statement(
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as error:
-        raise QueryRefused(f"{QueryRefused.RULE}: {_first_line(error)}") from None
+        raise QueryRefused(f"{QueryRefused.RULE}: {first_line(error)}") from None
     if len(statements) != 1:
         raise QueryRefused(f"{QueryRefused.RULE}; this text holds {len(statements)}")
     kind = statements[0].type
@@ -235,13 +266,13 @@ def read_only_statement(
     try:
         connection = duckdb.connect(str(warehouse), read_only=True, config=LOCKED_DOWN)
     except duckdb.Error as error:
-        raise WarehouseError(f"cannot read {warehouse}: {_first_line(error)}") from None
+        raise WarehouseError(f"cannot read {warehouse}: {first_line(error)}") from None
     with connection:
         cursor = connection.execute(query)
         return [d[0] for d in cursor.description or []], cursor.fetchmany(most)
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     return " ".join((str(error).splitlines() or [type(error).__name__])[0].split())
 
 
@@ -253,10 +284,15 @@ def close_dbt_connections() -> None:
     DuckDBConnectionManager.close_all_connections()  # type: ignore[no-untyped-call]
 
 
-def write_snapshot(into: Path, tables: dict[tuple[str, str], Any]) -> None:
-    """A new DuckDB file `into` holding each `(schema, table)` from its pandas frame."""
+def copy_tables(client: Any, into: Path, tables: Sequence[tuple[str, str]]) -> None:
+    """A new DuckDB file `into` holding each `(schema, table)` as dlt's SQL client of another
+    destination reads it."""
+    frames = {}
+    for schema, table in tables:
+        with client.execute_query(f"select * from {schema}.{table}") as cursor:
+            frames[schema, table] = cursor.df()
     with duckdb.connect(str(into)) as local:
-        for (schema, table), frame in tables.items():
+        for (schema, table), frame in frames.items():
             local.execute(f'create schema if not exists "{schema}"')
             local.register("copied", frame)
             local.execute(f'create table "{schema}"."{table}" as select * from copied')

@@ -22,6 +22,14 @@ from .columns import PERSONAL_COLUMNS, column_hints
 from .connection import connect
 from .context import SyncContext
 from .control import RunControl
+from .deletions import (
+    Deletions,
+    DeletionSettings,
+    FullCheck,
+    TableDeletions,
+    WarehouseRecords,
+    describe_deletions,
+)
 from .errors import (
     AuthError,
     DailyLimitReached,
@@ -45,6 +53,7 @@ from .incremental import (
 )
 from .paging import Record, fingerprint
 from .privacy import PrivacyConfigError, PrivacyPolicy, configured_privacy, describe_policy
+from .reconcile import reconcile
 from .rows import (
     ErasedPeople,
     audit_event_rows,
@@ -62,12 +71,20 @@ from .times import parse_iso, to_iso
 EVENTS_LIMIT = settings.EVENTS_LIMIT  # the API's cap on one audit trail
 RESOURCES = settings.RESOURCES
 SHIPMENT_RESOURCES = settings.SHIPMENT_RESOURCES
+DELETABLE_TABLES = settings.DELETABLE_TABLES
+CHILD_TABLES = settings.CHILD_TABLES
+DELETED_AT = settings.DELETED_AT
+DELETE_MODES = settings.DELETE_MODES
 # Ids are unique only within a workspace: every merge key starts with the workspace, so equal
 # ids of two workspaces sharing a warehouse never meet (and a deleted webhook of one workspace
 # never deletes another's).
 WORKSPACE_AND_ID = ("workspace_id", "id")
 
 __all__ = [
+    "CHILD_TABLES",
+    "DELETABLE_TABLES",
+    "DELETED_AT",
+    "DELETE_MODES",
     "EVENTS_LIMIT",
     "PERSONAL_COLUMNS",
     "RESOURCES",
@@ -75,6 +92,9 @@ __all__ = [
     "SOURCE_TABLES",
     "AuthError",
     "DailyLimitReached",
+    "DeletionSettings",
+    "Deletions",
+    "FullCheck",
     "Interrupted",
     "KeyRefused",
     "PrivacyConfigError",
@@ -89,13 +109,18 @@ __all__ = [
     "ServiceUnreachable",
     "SigningAPIError",
     "SourceConfigError",
+    "SyncContext",
+    "TableDeletions",
     "UnexpectedAnswer",
+    "WarehouseRecords",
     "checked_base_url",
     "chosen_resources",
     "configured_privacy",
     "connect",
+    "describe_deletions",
     "describe_policy",
     "describe_sync",
+    "fingerprint",
     "incomplete_shipments",
     "parse_iso",
     "signing_source",
@@ -124,17 +149,27 @@ def signing_source(connection: SyncContext) -> Sequence[DltResource]:
 def _columns(table: str, **extra: dict[str, Any]) -> Any:
     """Column hints of a root table: every column of `columns.TABLES[table]` with its type
     (so columns still all null exist from the first load), `workspace_id` non-nullable, the
-    merge tie-breaker `_fetch_seq`, then `extra`."""
+    merge tie-breaker `_fetch_seq`, `_deleted_at` on the rows of a record that can be deleted,
+    then `extra`."""
     columns = column_hints(table)
     columns["workspace_id"] = {"data_type": "text", "nullable": False}
     columns["_fetch_seq"] = {"data_type": "bigint", "dedup_sort": "desc"}
+    if table in DELETABLE_TABLES or any(table in c for c in CHILD_TABLES.values()):
+        columns[DELETED_AT] = _DELETED_AT_HINT
     columns.update(extra)
     return {name: {**hints, "name": name} for name, hints in columns.items()}
 
 
+# When the pipeline noticed that the record a row belongs to was deleted (null: live).
+_DELETED_AT_HINT = {"data_type": "timestamp", "timezone": True, "nullable": True}
+
+
 def _nested(table: str) -> Any:
-    """Hints of a nested table (`parent__list`): every column of `columns.TABLES[table]`."""
-    return {"columns": column_hints(table)}
+    """Hints of a nested table (`parent__list`) of a record that can be deleted: every column
+    of `columns.TABLES[table]`, and `_deleted_at`."""
+    return {
+        "columns": {**column_hints(table), DELETED_AT: {**_DELETED_AT_HINT, "name": DELETED_AT}}
+    }
 
 
 def _counted(
@@ -142,6 +177,13 @@ def _counted(
 ) -> Iterator[list[Record]]:
     for rows in batches:
         yield context.counted(table, rows)
+
+
+def _list_pages(context: SyncContext, name: str, state: dict[str, Any]) -> Iterator[list[Record]]:
+    """The pages of a list's changes since its cursor, then the records that a check for
+    deleted ones found listed again while the warehouse holds them as deleted."""
+    yield from incremental_pass(context, name, state)
+    yield from reconcile(context, name, state)
 
 
 @dlt.resource(
@@ -179,14 +221,12 @@ def documents(context: SyncContext) -> Iterator[list[Record]]:
     pending: dict[str, int] = state.setdefault(settings.STATE_PENDING_DETAILS, {})
     detail = partial(_document_detail, context)
     try:
-        yield from _counted(
-            context, "documents", fetch_for_each(context, list(pending), detail, pending)
-        )
-        for page in incremental_pass(context, "documents", state):
+        backlog = fetch_for_each(context, list(pending), detail, pending, "documents")
+        yield from _counted(context, "documents", backlog)
+        for page in _list_pages(context, "documents", state):
             changed = [d["id"] for d in page]
-            yield from _counted(
-                context, "documents", fetch_for_each(context, changed, detail, pending)
-            )
+            details = fetch_for_each(context, changed, detail, pending, "documents")
+            yield from _counted(context, "documents", details)
     except RunStopped:
         return
 
@@ -200,7 +240,7 @@ def shipment_changes(context: SyncContext) -> Iterator[dict[str, Any]]:
     state = dlt.current.resource_state()
     yield {"kick": True, "shipments": []}
     try:
-        for page in incremental_pass(context, "shipments", state):
+        for page in _list_pages(context, "shipments", state):
             yield {"kick": False, "shipments": page}
     except RunStopped:
         return
@@ -232,7 +272,8 @@ def _children_of(
     backlog = list(pending) if item["kick"] else []
     ids = backlog + [s["id"] for s in item["shipments"]]
     try:
-        yield from _counted(context, table, fetch_for_each(context, ids, fetch_one, pending))
+        fetched = fetch_for_each(context, ids, fetch_one, pending, "shipments")
+        yield from _counted(context, table, fetched)
     except RunStopped:
         return
 
@@ -288,20 +329,24 @@ def shipment_fields(item: dict[str, Any], context: SyncContext) -> Iterator[list
     yield from _children_of(context, "shipment_fields", item, partial(_fields_of, context))
 
 
-@dlt.resource(
-    write_disposition="merge",
-    primary_key=WORKSPACE_AND_ID,
-    columns=_columns("contacts"),
-    nested_hints={
+# The contacts table's hints, shared by the list (`contacts`) and the reads by id.
+CONTACT_HINTS: dict[str, Any] = {
+    "write_disposition": "merge",
+    "primary_key": WORKSPACE_AND_ID,
+    "columns": _columns("contacts"),
+    "nested_hints": {
         "custom": _nested("contacts__custom"),
         "group_ids": _nested("contacts__group_ids"),
     },
-)
+}
+
+
+@dlt.resource(**CONTACT_HINTS)
 def contacts(context: SyncContext) -> Iterator[list[Record]]:
     """Contacts; custom properties as `contacts__custom` key/value rows."""
     state = dlt.current.resource_state()
     try:
-        for page in incremental_pass(context, "contacts", state):
+        for page in _list_pages(context, "contacts", state):
             ws, guard, privacy = context.workspace_id, context.guard, context.privacy
             rows = [shape_contact(c, ws, guard, privacy) for c in page]
             yield context.counted("contacts", [row for row in rows if row is not None])

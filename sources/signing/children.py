@@ -17,11 +17,13 @@ def fetch_for_each(
     ids: Iterable[str],
     fetch_one: Callable[[str], list[Record]],
     pending: dict[str, int],
+    parents: str,
 ) -> Iterator[list[Record]]:
     """Run `fetch_one` for every id, `concurrency` at a time, yielding rows as they come.
 
     Ids stay in `pending` (saved in state) until their rows are yielded, so a stopped run
-    leaves exactly the unfinished ones for the next run."""
+    leaves exactly the unfinished ones for the next run. A 404 says that the parent (a record
+    of list `parents`) is gone: the run's deletions learn it."""
     queue = list(dict.fromkeys(ids))
     for item in queue:
         pending[item] = 1
@@ -43,6 +45,7 @@ def fetch_for_each(
                     rows = future.result()
                 except NotFound:
                     rows = []  # the parent vanished between the list and this call
+                    context.deletions.not_found(parents, item)
                 pending.pop(item, None)
                 if rows:
                     yield rows

@@ -355,7 +355,17 @@ class SigningClient:
             self._note_answer()
         self.stats.count_request(endpoint)
         self.pacer.observe(response.headers, ticket)
+        self._note_limits(response.headers)
         return response, body
+
+    def _note_limits(self, headers: Mapping[str, str]) -> None:
+        """The service's clock and the limits it reported, for the run record and `status`."""
+        self.stats.answered(
+            server_time(headers),
+            headers.get("x-ratelimit-scope"),
+            _whole_number(headers.get("x-ratelimit-limit")),
+            _whole_number(headers.get("x-daily-remaining")),
+        )
 
     def _failed(self, ticket: int, sent_at: float) -> None:
         """A request that got no usable answer: counted apart from answered ones."""
@@ -433,6 +443,13 @@ def retry_after_seconds(headers: Mapping[str, str], body: Any) -> float | None:
     if isinstance(body, dict) and isinstance(body.get("retry_after"), int | float):
         return max(0.0, float(body["retry_after"]))
     return None
+
+
+def _whole_number(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def server_time(headers: Mapping[str, str]) -> datetime | None:

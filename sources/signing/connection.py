@@ -12,7 +12,8 @@ from . import settings
 from .client import SigningClient
 from .context import SyncContext, check_service
 from .control import RunControl
-from .errors import SigningAPIError
+from .deletions import DeleteMode, Deletions, DeletionSettings
+from .errors import SigningAPIError, one_line
 from .pacing import Pacer
 from .privacy import PrivacyConfiguration, PrivacyPolicy
 
@@ -34,6 +35,11 @@ def connect(
     max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
     max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS,
     privacy: PrivacyConfiguration = dlt.config.value,
+    deletes: str = "soft",
+    full_check_max_age_hours: float = settings.FULL_CHECK_MAX_AGE_HOURS,
+    mass_delete_share: float = settings.MASS_DELETE_SHARE,
+    reconcile: bool = False,
+    allow_mass_delete: bool = False,
     control: RunControl | None = None,
 ) -> SyncContext:
     """A connection to the workspace of `api_key`, which has asked `/me`.
@@ -62,6 +68,14 @@ def connect(
             stays for the next run, and a warning says what the service did).
         privacy: the privacy policy, `[sources.signing.privacy]` (`preset`, `columns`, and the
             secret `hash_key`); checked before any request.
+        deletes: `soft` (a deleted record's rows stay, with `_deleted_at`) or `hard`
+            (its rows, nested and child rows are removed).
+        full_check_max_age_hours: a full pass over a list's ids runs when the last one is
+            older (service's clock), whatever the cheap check says.
+        mass_delete_share: a full pass finding more than this share of a table's live rows
+            gone marks nothing and fails the run, unless `allow_mass_delete`.
+        reconcile: a full pass over every list this run (`load --reconcile`).
+        allow_mass_delete: `load --allow-mass-delete`.
         control: the run's `RunControl`, to stop it from outside and read its counters; its
             `finish()` releases the connection's threads and sockets.
 
@@ -73,6 +87,9 @@ def connect(
     policy = PrivacyPolicy.configured(privacy)
     _check_settings(
         page_size, request_deadline_seconds, max_response_bytes, max_pages_without_new_records
+    )
+    deletion_settings = _deletion_settings(
+        deletes, reconcile, allow_mass_delete, full_check_max_age_hours, mass_delete_share
     )
     run = control or RunControl()
     pacer = Pacer(requests_per_second, burst, control=run, max_wait=max_retry_after_seconds)
@@ -96,6 +113,7 @@ def connect(
         concurrency,
         max_pages_without_new_records,
         privacy=policy,
+        deletions=Deletions(deletion_settings),
     )
     run.on_finish(connection.close)  # also when /me fails: the run's finish releases the client
     check_service(connection)
@@ -120,3 +138,26 @@ def _check_settings(
         raise SigningAPIError(
             f"max_pages_without_new_records must be 1 or more, not {max_pages_without_new}"
         )
+
+
+def _delete_mode(value: str) -> DeleteMode:
+    chosen = str(value).strip().lower()
+    if chosen == "soft":
+        return "soft"
+    if chosen == "hard":
+        return "hard"
+    raise SigningAPIError(
+        f"deletes must be {' or '.join(settings.DELETE_MODES)} (SOURCES__SIGNING__DELETES), "
+        f"not {one_line(value, 40)!r}"
+    )
+
+
+def _deletion_settings(
+    deletes: str, reconcile: bool, allow_mass: bool, max_age_hours: float, share: float
+) -> DeletionSettings:
+    """The run's treatment of deleted records, or one line for a setting out of range."""
+    if max_age_hours < 0:
+        raise SigningAPIError(f"full_check_max_age_hours must be 0 or more, not {max_age_hours}")
+    if not 0 <= share <= 1:
+        raise SigningAPIError(f"mass_delete_share must be between 0 and 1, not {share}")
+    return DeletionSettings(_delete_mode(deletes), reconcile, allow_mass, max_age_hours, share)

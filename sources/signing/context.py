@@ -11,6 +11,7 @@ from typing import Any
 
 from . import settings
 from .client import SigningClient
+from .deletions import Deletions
 from .errors import NotFound, SigningAPIError
 from .paging import Record
 from .privacy import PrivacyPolicy
@@ -30,6 +31,7 @@ class SyncContext:
     # What becomes of personal columns, and who was erased; the pipeline adds the erasures
     # the warehouse records before it builds the source.
     privacy: PrivacyPolicy = field(default_factory=PrivacyPolicy)
+    deletions: Deletions = field(default_factory=Deletions)
     guard: FieldGuard = field(init=False)
     _me: dict[str, Any] | None = None
     _pool: ThreadPoolExecutor | None = None

@@ -121,7 +121,9 @@ def incremental_pass(
     current = sync.interrupted or InterruptedPass(since=sync.cursor or context.initial_since)
     pager = _Pass(context, name, current, sync.known)
     try:
-        yield from pager.rounds()
+        for page in pager.rounds():
+            context.deletions.listed(name, page)
+            yield page
     except RunStopped:
         sync.interrupted = current
         sync.to_state(state)
@@ -136,8 +138,20 @@ def incremental_pass(
     else:
         sync.cursor = to_iso(pager.cursor())
         sync.known = pager.remembered()
+        context.deletions.caught_up(name)
     sync.interrupted = None
     sync.to_state(state)
+
+
+def read_page(
+    context: SyncContext, path: str, params: dict[str, str | int]
+) -> tuple[ListPage, datetime]:
+    """One page of a list, with its `total` when the service gave a usable one, and the
+    service's time when it answered."""
+    data, body, answered_at = context.client.get_data(path, params)
+    total = body.get("total")
+    usable = isinstance(total, int) and not isinstance(total, bool) and total >= 0
+    return ListPage(list(data), total if usable else None), answered_at
 
 
 class _Pass:
@@ -228,13 +242,13 @@ class _Pass:
         }
         if self.current.since:
             params["updated_since"] = self.current.since
-        data, body, answered_at = self.context.client.get_data(self.path, params)
+        page, answered_at = read_page(self.context, self.path, params)
         self.requests += 1
         if self.current.started is None:
             self.current.started = answered_at
-        total = body.get("total")
-        usable = isinstance(total, int) and not isinstance(total, bool) and total >= 0
-        return ListPage(list(data), total if usable else None)
+        if page.total is not None and offset == 0:
+            self.context.client.stats.count_total(self.name, page.total)
+        return page
 
     def warn_about_paging(self) -> None:
         """One warning line for the run if the service's pages contradicted themselves: what
@@ -290,7 +304,8 @@ class _Pass:
 
 @dataclass(frozen=True)
 class ResourceSyncStatus:
-    """How far one resource's sync has come, for `signing-etl status`."""
+    """How far one resource's sync has come, for `signing-etl status`: named after the list
+    it reads (`shipments`, not the resource `shipment_changes` that pages it)."""
 
     name: str
     cursor: str | None
@@ -311,7 +326,10 @@ def describe_sync(pipeline_state: Mapping[str, Any]) -> list[ResourceSyncStatus]
             state.get(settings.STATE_PENDING_DETAILS, {})
         )
         if sync.cursor or sync.interrupted or pending:
-            described.append(ResourceSyncStatus(name, sync.cursor, bool(sync.interrupted), pending))
+            listed = settings.LIST_OF_RESOURCE.get(name, name)
+            described.append(
+                ResourceSyncStatus(listed, sync.cursor, bool(sync.interrupted), pending)
+            )
     return described
 
 
@@ -321,8 +339,10 @@ def incomplete_shipments(pipeline_state: Mapping[str, Any]) -> set[str]:
     resources: Mapping[str, Any] = (
         pipeline_state.get("sources", {}).get("signing", {}).get("resources", {})
     )
+    children = ("audit_events", "shipment_fields")
+    by_id = tuple(settings.BY_ID_RESOURCES[name] for name in children)  # read by id
     return {
         shipment_id
-        for name in ("audit_events", "shipment_fields")
+        for name in children + by_id
         for shipment_id in resources.get(name, {}).get(settings.STATE_PENDING, {})
     }

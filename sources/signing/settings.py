@@ -94,3 +94,46 @@ STATE_PENDING = "pending"  # shipments whose child endpoint is still to fetch
 STATE_PENDING_DETAILS = "pending_details"  # documents whose detail is still to fetch
 STATE_FINGERPRINT = "fingerprint"  # the workspace row as last loaded
 STATE_FINGERPRINTS = "fingerprints"  # the webhooks as last loaded, by id
+# The list each incremental resource pages through, as `status` names its cursor.
+LIST_OF_RESOURCE = {
+    "documents": "documents",
+    "shipment_changes": "shipments",
+    "contacts": "contacts",
+}
+STATE_DELETIONS = "deletions"  # the list's last full check for deleted records (`FullCheck`)
+
+# Deleted records: the service announces no deletion (the application deletes contacts,
+# documents and shipments; they vanish from lists and answer 404), so the source reconciles.
+# A list whose `total` agrees with the warehouse's live rows costs one request (`limit=1`); a
+# full pass over its ids runs where they disagree, on request, or when the last one is older
+# than this many hours (by the service's clock).
+FULL_CHECK_MAX_AGE_HOURS = 24.0
+# A full pass that would mark more than this share of a table's live rows marks nothing and
+# fails the run (unless the load allows a mass deletion): a pass cut short by something nobody
+# noticed looks exactly like a mass deletion ...
+MASS_DELETE_SHARE = 0.10
+# ... except that so few records are never a mass deletion: a list this short is read in one
+# page, so no pass over it stops halfway (a workspace with 8 templates may delete one).
+MASS_DELETE_FLOOR = 10
+# What a noticed deletion does to the warehouse: `soft` keeps the rows with `_deleted_at`
+# (when the pipeline noticed); `hard` removes the record's rows, its nested and child rows.
+DELETE_MODES = ("soft", "hard")
+# Tables whose rows belong to a record that can be deleted: the lists' own (and their nested
+# tables), and the child tables of a shipment with the column that names it.
+DELETABLE_TABLES = ("documents", "shipments", "contacts")
+CHILD_TABLES: dict[str, dict[str, str]] = {
+    "shipments": {"audit_events": "shipment_id", "shipment_fields": "shipment_id"},
+}
+DELETED_AT = "_deleted_at"  # the column a soft-deleted row carries
+
+# Records read one by one, by id (`records_source`: what webhook deliveries named). Each
+# resource has a name of its own, so its dlt state (pending children) is its own and the
+# incremental resources' cursors and backlogs never move; each writes the same table, with the
+# same keys, as the resource it mirrors (the key of this table).
+SHIPMENTS_READ_BY_ID = "shipments_read_by_id"  # feeds the three shipment tables; no table
+BY_ID_RESOURCES: dict[str, str] = {
+    "shipments": "shipments_by_id",
+    "audit_events": "audit_events_by_id",
+    "shipment_fields": "shipment_fields_by_id",
+    "contacts": "contacts_by_id",
+}

@@ -6,6 +6,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 
 
 @dataclass
@@ -24,6 +25,11 @@ class RunStats:
     rows: Counter[str] = field(default_factory=Counter)
     stop_reason: str | None = None
     warnings: list[str] = field(default_factory=list)
+    service_time: datetime | None = None  # the service's clock (`Date`) at its last answer
+    limits: dict[str, int] = field(default_factory=dict)  # X-RateLimit-Limit by its scope
+    daily_remaining: int | None = None  # X-Daily-Remaining at the last answer
+    list_totals: dict[str, int] = field(default_factory=dict)  # changed records per list
+    phase: str = "fetching"  # fetching, normalizing, loading: what the run does now
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _in_flight: int = field(default=0, repr=False)
     _busy_since: float = field(default=0.0, repr=False)
@@ -72,6 +78,26 @@ class RunStats:
         """Something the run did without, said in the summary and kept in the run record."""
         with self._lock:
             self.warnings.append(message)
+
+    def answered(
+        self, at: datetime | None, scope: str | None, limit: int | None, daily: int | None
+    ) -> None:
+        """What an answer said about the service: its clock and the limits that apply."""
+        with self._lock:
+            if at is not None and (self.service_time is None or at > self.service_time):
+                self.service_time = at
+            if scope and limit is not None:
+                self.limits[scope] = limit
+            if daily is not None:
+                self.daily_remaining = daily
+
+    def count_total(self, name: str, total: int) -> None:
+        """How many records of list `name` changed since its cursor, as its first page said."""
+        with self._lock:
+            self.list_totals.setdefault(name, total)
+
+    def enter(self, phase: str) -> None:
+        self.phase = phase
 
     def waited(self, seconds: float) -> None:
         with self._lock:

@@ -35,7 +35,7 @@ from pipelines.signing_pipeline import LoadResult, load_incremental
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.models.test_marts import assert_marts_match
-from tests.support import FAST, MARTS, START_MS, admin, differences
+from tests.support import FAST, MARTS, MODELS_BUILT, START_MS, admin, differences
 from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.truth import postgres_differences
 
@@ -78,7 +78,7 @@ class Twins:
             assert loaded.exit_code == 0, loaded.stopped
             built = build_models(place)
             assert built.success, built.summary
-            assert built.models_passed == 16, built.summary
+            assert built.models_passed == MODELS_BUILT, built.summary
             self.timings.append(_timing(label, destination, loaded, seconds, built))
         print("\n".join(self.timings[-2:]), flush=True)
 

@@ -86,7 +86,7 @@ def test_report_shows_each_workspace_funnel_apart_with_its_own_sandbox_numbers(
     for store in running.stores:
         name, id_ = store.workspace.name, store.workspace.id
         heading = f"{name} (<code>{id_}</code>)"
-        assert html.count(heading) == 6, "one heading per section"  # six sections
+        assert html.count(heading) == 7, "one heading per section"  # seven sections
         want = expected[id_]
         assert funnel_line_after(html[funnel_section:], heading) == (
             want["sent"],

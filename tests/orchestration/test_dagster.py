@@ -5,6 +5,11 @@ the CLI (a daily stop is a stopped run, not a failed one; a failure carries the 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,6 +19,7 @@ from typing import Any
 
 import dagster as dg
 import duckdb
+import httpx
 import pytest
 import yaml
 from dagster._utils.tags import TagConcurrencyLimitsCounter
@@ -28,7 +34,16 @@ from sources.signing import RESOURCES, RunControl, connect, signing_source
 from tests.models.test_marts import assert_marts_match
 from tests.models.workspaces import colliding_workspaces, workspace_marts
 from tests.sources.test_resilience import UNBOUND
-from tests.support import FAST, MARTS, admin, cli_env, error_lines, run_cli
+from tests.support import (
+    FAST,
+    MARTS,
+    admin,
+    cli_env,
+    error_lines,
+    run_cli,
+    served,
+    workspaces_env,
+)
 
 WORKSPACES = ("alpha", "beta")  # the sandbox's two workspaces, in its order
 REFUSED = "gamma"  # a third entry whose key the service refuses
@@ -360,3 +375,76 @@ def test_freshness_checks_name_the_workspaces_not_loaded_lately(deployment: Depl
     # alpha and beta loaded moments ago; gamma's key is refused, so it never loaded.
     assert not any(c.passed for c in fresh)
     assert {c.description for c in fresh} == {f"not loaded within {FRESH_HOURS} h: {REFUSED}"}
+
+
+def test_freshness_counts_a_load_by_the_cli(tmp_path: Path) -> None:
+    """A workspace the CLI (cron) loaded a minute ago is fresh to Dagster too: the check reads
+    the warehouse's run records, not only Dagster's own materializations."""
+    config = colliding_workspaces(seed=33, shipments=20)[0]
+    with RunningSandbox(config) as running:
+        env = workspaces_env(running, {WORKSPACES[0]: running.api_key})
+        warehouse = tmp_path / "signing.duckdb"
+        loaded = run_cli(["load", "--duckdb", str(warehouse), "--no-models"], cwd=tmp_path, env=env)
+        assert loaded.returncode == 0, loaded.stderr
+        defs = build_definitions(workspaces=[WORKSPACES[0], "unloaded"], warehouse=warehouse)
+        result = defs.resolve_job_def("signing_freshness").execute_in_process(
+            instance=dg.DagsterInstance.ephemeral(), raise_on_error=False
+        )
+
+    fresh = check_results(result, FRESH)
+    assert {c.asset_key for c in fresh} == set(RAW)
+    assert {c.description for c in fresh} == {f"not loaded within {FRESH_HOURS} h: unloaded"}
+    last = fresh[0].metadata["last_loaded"].value
+    assert last["unloaded"] is None
+    assert last[WORKSPACES[0]] is not None
+
+
+def test_a_load_stopped_by_a_signal_is_named_stopped_in_dagster_as_in_the_run_record(
+    tmp_path: Path,
+) -> None:
+    """How a run ended is named once: SIGTERM during a partition's load makes a run tagged
+    `signing/outcome=stopped`, as `raw._signing_runs` records it and `status` shows it."""
+    config = colliding_workspaces(seed=34, shipments=150)[0]
+    with RunningSandbox(config) as running:
+        variables = {
+            "SOURCES__SIGNING__BASE_URL": running.base_url,
+            f"SOURCES__SIGNING__WORKSPACES__{WORKSPACES[0].upper()}__API_KEY": running.api_key,
+            "SOURCES__SIGNING__REQUESTS_PER_SECOND": "40",
+            "SOURCES__SIGNING__BURST": "5",
+        }
+        warehouse = tmp_path / "signing.duckdb"
+        with configured(variables):
+            defs = build_definitions(workspaces=[WORKSPACES[0]], warehouse=warehouse)
+            graph = defs.resolve_asset_graph()
+            raw = [k for k in graph.get_all_asset_keys() if k.path[0] == "signing"]
+            # Sent once the load is well under way (the source's handler is in place then).
+            sender = threading.Thread(target=_terminate_after, args=(running, 40), daemon=True)
+            sender.start()
+            instance = dg.DagsterInstance.ephemeral()
+            result = defs.resolve_job_def("signing_daily").execute_in_process(
+                partition_key=WORKSPACES[0],
+                instance=instance,
+                asset_selection=raw,
+                raise_on_error=False,
+            )
+            sender.join(timeout=60)
+
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    assert run.tags[OUTCOME_TAG] == "stopped"
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        recorded = db.execute("select outcome, stop_reason from raw._signing_runs").fetchall()
+    assert recorded == [("stopped", "stopped by SIGTERM; the next run continues")]
+    shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=cli_env(None))
+    assert "stopped (stopped by SIGTERM" in shown.stdout, shown.stdout
+
+
+def _terminate_after(running: RunningSandbox, requests: int) -> None:
+    """SIGTERM to this process once the sandbox has answered `requests` (the load is under
+    way); nothing if the load never got that far."""
+    deadline = time.monotonic() + 60
+    with contextlib.suppress(httpx.HTTPError):
+        while served(running) < requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if served(running) >= requests:
+            os.kill(os.getpid(), signal.SIGTERM)

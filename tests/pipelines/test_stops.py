@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from pipelines.reading import status as pipeline_status
-from sandbox import RunningSandbox
 from tests.support import (
     MARTS,
     SandboxFactory,
@@ -21,31 +19,18 @@ from tests.support import (
     describe,
     differences,
     duplicate_keys,
+    finish,
     load_args,
     mart_tables,
     message_lines,
     new_key,
+    problem_lines,
     raw_row_counts,
     run_cli,
     served,
     start_cli,
+    wait_for_requests,
 )
-
-
-def wait_for_requests(running: RunningSandbox, count: int, process: subprocess.Popen[str]) -> None:
-    """Block until the sandbox has answered `count` requests (the load is under way)."""
-    deadline = time.monotonic() + 120
-    while served(running) < count:
-        assert process.poll() is None, "the load ended before it was stopped"
-        assert time.monotonic() < deadline, "the load made no progress"
-        time.sleep(0.05)
-
-
-def finish(
-    process: subprocess.Popen[str], timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    stdout, stderr = process.communicate(timeout=timeout)
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def test_a_first_load_stopped_by_its_budget_exits_75_with_every_mart_built_and_tested(
@@ -120,7 +105,7 @@ def test_a_service_that_goes_away_is_given_up_on_naming_the_host_and_fetched_row
 
     assert gone.returncode == 1, describe(gone)
     assert "Traceback" not in gone.stderr, describe(gone)
-    lines = message_lines(gone.stderr)
+    lines = problem_lines(gone.stderr)
     assert len(lines) == 1, describe(gone)
     assert f"127.0.0.1:{running.port}" in lines[0], describe(gone)
     assert sum(raw_row_counts(warehouse).values()) > 0, describe(gone)

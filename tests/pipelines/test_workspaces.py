@@ -156,7 +156,7 @@ def test_two_workspaces_with_colliding_ids_each_equal_their_sandbox(
     found = status(warehouse)
     assert {w.workspace_id for w in found.workspaces} == set(stores)
     for workspace in found.workspaces:
-        assert set(workspace.cursors) >= {"shipment_changes", "contacts", "documents"}
+        assert set(workspace.cursors) >= {"shipments", "contacts", "documents"}
         shipments = stores[workspace.workspace_id].shipments.by_id
         assert workspace.row_counts["shipments"] == len(shipments)
 

@@ -30,8 +30,8 @@ from tests.support import (
     differences,
     duplicate_keys,
     load_args,
-    message_lines,
     pointed_at,
+    problem_lines,
     raw_row_counts,
     run_cli,
     served,
@@ -165,7 +165,7 @@ def test_the_daily_limit_stops_with_exit_75_and_the_next_day_finishes(
 
     assert first.returncode == 75, describe(first)
     assert "Traceback" not in first.stderr, describe(first)
-    lines = message_lines(first.stderr)
+    lines = problem_lines(first.stderr)
     assert len(lines) == 1, describe(first)
     assert "daily limit" in lines[0], describe(first)
     assert sum(raw_row_counts(warehouse).values()) > 0  # what was fetched is loaded

@@ -5,10 +5,13 @@ from .cli import (
     cli_env,
     describe,
     error_lines,
+    finish,
     load_args,
     message_lines,
+    problem_lines,
     run_cli,
     start_cli,
+    wait_for_requests,
     workspaces_env,
 )
 from .loading import FAST, pointed_at
@@ -25,11 +28,12 @@ from .sandboxes import (
 )
 from .standin import Arrival, FakeAPI, FakeWorkspace, StandIn, honest_page, source_env
 from .truth import differences, duplicate_keys, earliest, ms_of, week_of
-from .warehouse import MARTS, mart_tables, raw_row_counts, raw_tables
+from .warehouse import MARTS, MODELS_BUILT, mart_tables, raw_row_counts, raw_tables
 
 __all__ = [
     "FAST",
     "MARTS",
+    "MODELS_BUILT",
     "PROGRESS_LINE",
     "START_MS",
     "Arrival",
@@ -46,6 +50,7 @@ __all__ = [
     "duplicate_keys",
     "earliest",
     "error_lines",
+    "finish",
     "honest_page",
     "load_args",
     "mart_tables",
@@ -54,6 +59,7 @@ __all__ = [
     "new_key",
     "page_all",
     "pointed_at",
+    "problem_lines",
     "raw_row_counts",
     "raw_tables",
     "run_cli",
@@ -61,6 +67,7 @@ __all__ = [
     "served",
     "source_env",
     "start_cli",
+    "wait_for_requests",
     "week_of",
     "workspaces_env",
 ]

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,12 @@ from typing import Any
 from sandbox import RunningSandbox
 
 from .loading import FAST
+from .sandboxes import served
 
 # What the CLI logs on stderr every 15 s while a run works (not a TTY); not a message.
-PROGRESS_LINE = re.compile(r"^(\S+Z INFO (run=\S+ )?)?\s*\d+ s  [\d,]+ requests, ")
+PROGRESS_LINE = re.compile(
+    r'^(\S+Z INFO (run=\S+ )?(workspace=("[^"]*"|\S+) )?)?\s*\d+ s  [\d,]+ requests[ ,]'
+)
 
 
 def cli_env(
@@ -99,6 +103,15 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ERROR_LINE.match(line)]
 
 
+# A warning or an error: what an operator reads first (the run's summary lines are INFO).
+PROBLEM_LINE = re.compile(r"^(error: |warning: |\S+Z (ERROR|WARNING) )")
+
+
+def problem_lines(stderr: str) -> list[str]:
+    """The lines of stderr that report a failure, a stop or a warning."""
+    return [line for line in stderr.splitlines() if PROBLEM_LINE.match(line)]
+
+
 def message_lines(stderr: str) -> list[str]:
     """The non-empty lines of stderr that are not progress lines."""
     return [line for line in stderr.splitlines() if line.strip() and not PROGRESS_LINE.match(line)]
@@ -107,3 +120,19 @@ def message_lines(stderr: str) -> list[str]:
 def describe(result: subprocess.CompletedProcess[str]) -> str:
     """Exit code and both streams, for assertion messages."""
     return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+
+
+def wait_for_requests(running: RunningSandbox, count: int, process: subprocess.Popen[str]) -> None:
+    """Block until the sandbox has answered `count` requests (the load is under way)."""
+    deadline = time.monotonic() + 120
+    while served(running) < count:
+        assert process.poll() is None, "the load ended before it was stopped"
+        assert time.monotonic() < deadline, "the load made no progress"
+        time.sleep(0.05)
+
+
+def finish(
+    process: subprocess.Popen[str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    stdout, stderr = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

@@ -185,19 +185,39 @@ WORKSPACE_OF = {
 }
 
 
-def actual(warehouse: Path, workspace_id: str | None = None) -> dict[str, Rows]:
+# The column of each query above that says whether the row belongs to a deleted record (its own
+# `_deleted_at`: nested and child rows carry it too); tables without one hold no such rows.
+DELETED_OF = {
+    "documents": "_deleted_at",
+    "documents__fields": "f._deleted_at",
+    "shipments": "_deleted_at",
+    "shipments__recipients": "r._deleted_at",
+    "contacts": "_deleted_at",
+    "contacts__custom": "k._deleted_at",
+    "audit_events": "_deleted_at",
+    "shipment_fields": "_deleted_at",
+}
+
+
+def actual(
+    warehouse: Path, workspace_id: str | None = None, *, deleted: bool | None = None
+) -> dict[str, Rows]:
     """The same rows read back from the warehouse (tables that do not exist are empty); only
-    `workspace_id`'s rows when one is given."""
+    `workspace_id`'s rows when one is given; with `deleted`, only the rows marked deleted
+    (True) or only the others (False)."""
     with duckdb.connect(str(warehouse), read_only=True) as connection:
         return _read_tables(
             raw_tables(connection),
             lambda query, params: connection.execute(query, params).fetchall(),
             "?",
             workspace_id,
+            deleted,
         )
 
 
-def actual_in_postgres(connection: Any, workspace_id: str | None = None) -> dict[str, Rows]:
+def actual_in_postgres(
+    connection: Any, workspace_id: str | None = None, *, deleted: bool | None = None
+) -> dict[str, Rows]:
     """`actual` of a Postgres warehouse: the same QUERIES through a psycopg2 connection (the
     dataset `raw` is a schema there too), read in one transaction and rolled back."""
     try:
@@ -210,7 +230,8 @@ def actual_in_postgres(connection: Any, workspace_id: str | None = None) -> dict
             existing = fetch(
                 "select table_name from information_schema.tables where table_schema = 'raw'", []
             )
-            return _read_tables({name for (name,) in existing}, fetch, "%s", workspace_id)
+            found = {name for (name,) in existing}
+            return _read_tables(found, fetch, "%s", workspace_id, deleted)
     finally:
         connection.rollback()
 
@@ -220,17 +241,25 @@ def _read_tables(
     fetch: Callable[[str, list[str]], Iterable[Sequence[Any]]],
     placeholder: str,
     workspace_id: str | None,
+    deleted: bool | None = None,
 ) -> dict[str, Rows]:
     """Every table of QUERIES through `fetch(query, parameters)`, which takes `placeholder`
-    for a parameter; only `workspace_id`'s rows when one is given."""
+    for a parameter; only `workspace_id`'s rows when one is given; only the rows marked
+    deleted, or only the others, when `deleted` says so."""
     tables: dict[str, Rows] = {}
     for table, query in QUERIES.items():
-        if table not in existing:
+        if table not in existing or (deleted and table not in DELETED_OF):
             tables[table] = set()
             continue
+        conditions: list[str] = []
         params: list[str] = []
         if workspace_id is not None:
-            query, params = f"{query} where {WORKSPACE_OF[table]} = {placeholder}", [workspace_id]
+            conditions.append(f"{WORKSPACE_OF[table]} = {placeholder}")
+            params.append(workspace_id)
+        if deleted is not None and table in DELETED_OF:
+            conditions.append(f"{DELETED_OF[table]} is {'not ' if deleted else ''}null")
+        if conditions:
+            query = f"{query} where {' and '.join(conditions)}"
         tables[table] = {_normalise(table, tuple(row)) for row in fetch(query, params)}
     return tables
 

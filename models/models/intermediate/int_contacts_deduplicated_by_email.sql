@@ -1,5 +1,6 @@
 -- Recipients carry no contact id, only an e-mail address: this is the one contact per
--- workspace and address (case-insensitive) that a recipient is matched to. Addresses are
+-- workspace and address (case-insensitive) that a recipient is matched to, among the contacts
+-- the service has not deleted. Addresses are
 -- unique per workspace in the service (POST /contacts upserts on them); should two contacts
 -- share one anyway, the most recently updated wins, so a recipient never fans out.
 
@@ -24,6 +25,7 @@ ranked as (
 
     from contacts
     where contact_email is not null
+        and not is_deleted
 
 ),
 

@@ -1,4 +1,4 @@
--- One row per workspace and contact, with engagement: the shipments they received (a recipient
+-- One row per workspace and contact the service has not deleted, with engagement: the shipments they received (a recipient
 -- with their e-mail address was sent the document), opened and signed. Ids are unique only
 -- within a workspace: every join carries `workspace_id`.
 
@@ -7,6 +7,7 @@ with
 contacts as (
 
     select * from {{ ref('stg_signing__contacts') }}
+    where not is_deleted
 
 ),
 

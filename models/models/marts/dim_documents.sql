@@ -1,4 +1,4 @@
--- One row per workspace and document (template): its properties, its fields, and how its
+-- One row per workspace and document (template) the service has not deleted: its properties, its fields, and how its
 -- shipments did. Ids are unique only within a workspace: every join carries `workspace_id`.
 
 with
@@ -6,6 +6,20 @@ with
 documents as (
 
     select * from {{ ref('stg_signing__documents') }}
+    where not is_deleted
+
+),
+
+deleted_shipments as (
+
+    select
+        workspace_id,
+        document_id,
+        count(*) as count_shipments_deleted
+
+    from {{ ref('stg_signing__shipments') }}
+    where is_deleted
+    group by 1, 2
 
 ),
 
@@ -86,6 +100,7 @@ final as (
         coalesce(shipments_rolled_up.count_shipments_expired, 0) as count_shipments_expired,
         coalesce(shipments_rolled_up.count_shipments_revoked, 0) as count_shipments_revoked,
         coalesce(shipments_rolled_up.count_signatures, 0) as count_signatures,
+        coalesce(deleted_shipments.count_shipments_deleted, 0) as count_shipments_deleted,
         cast(shipments_rolled_up.count_shipments_completed as {{ dbt.type_float() }})
             / nullif(shipments_rolled_up.count_shipments_sent, 0) as completion_rate,
 
@@ -102,6 +117,9 @@ final as (
     left join shipments_rolled_up
         on documents.workspace_id = shipments_rolled_up.workspace_id
         and documents.document_id = shipments_rolled_up.document_id
+    left join deleted_shipments
+        on documents.workspace_id = deleted_shipments.workspace_id
+        and documents.document_id = deleted_shipments.document_id
 
 )
 

@@ -1,4 +1,4 @@
--- One row per workspace and recipient of a shipment whose history is complete
+-- One row per workspace and recipient of a shipment whose history is complete (and not deleted)
 -- (stg_signing__shipments `is_history_complete`; shipments still loading are held back): when
 -- the document reached, opened and was signed by them, where they stand in a sequential flow,
 -- and how long they waited for the signer before them. Milestones come from the audit trail
@@ -17,6 +17,7 @@ shipments as (
 
     select * from {{ ref('stg_signing__shipments') }}
     where is_history_complete
+        and not is_deleted
 
 ),
 

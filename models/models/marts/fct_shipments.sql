@@ -1,5 +1,5 @@
--- One row per workspace and shipment whose history is complete: its milestones, the furthest
--- funnel stage it reached, recipient counts and durations. Shipments whose audit trail or filled-in fields
+-- One row per workspace and shipment whose history is complete and that the service has not
+-- deleted: its milestones, the furthest funnel stage it reached, recipient counts and durations. Shipments whose audit trail or filled-in fields
 -- are still loading (stg_signing__shipments `is_history_complete`) are held back until a
 -- later load completes them; fct_signing_funnel counts them per week. Milestones come from the
 -- audit trail where it has them, else from the shipment's and its recipients' own fields (see
@@ -12,6 +12,7 @@ shipments as (
 
     select * from {{ ref('stg_signing__shipments') }}
     where is_history_complete
+        and not is_deleted
 
 ),
 

@@ -67,6 +67,7 @@ held_back_first_sent as (
         on staged_shipments.workspace_id = staged_recipients.workspace_id
         and staged_shipments.shipment_id = staged_recipients.shipment_id
     where not staged_shipments.is_history_complete
+        and not staged_shipments.is_deleted
     group by 1, 2, 3, 4, 5
 
 ),

@@ -10,6 +10,8 @@
     ['notes', text],
     ['created_at', type_timestamp_tz()],
     ['updated_at', type_timestamp_tz()],
+    ['_deleted_at', type_timestamp_tz()],
+    ['_dlt_load_id', text],
 ] -%}
 
 with
@@ -17,6 +19,12 @@ with
 source as (
 
     {{ signing_completed_rows('contacts', columns) }}
+
+),
+
+loads as (
+
+    {{ signing_loads() }}
 
 ),
 
@@ -34,12 +42,17 @@ renamed as (
         company as contact_company,
         {{ quoted_column('position') }} as job_position,
         notes,
+        _deleted_at is not null as is_deleted,
 
         -- timestamps
         created_at,
-        updated_at
+        updated_at,
+        _deleted_at as deleted_at,
+        loads.loaded_at
 
     from source
+    left join loads
+        on source._dlt_load_id = loads.load_id
 
 )
 

@@ -12,6 +12,7 @@
     ['theme__id', text],
     ['created_at', type_timestamp_tz()],
     ['updated_at', type_timestamp_tz()],
+    ['_deleted_at', type_timestamp_tz()],
 ] -%}
 
 with
@@ -38,10 +39,12 @@ renamed as (
         status as document_status,
         signer_count,
         coalesce(password_protected, false) as is_password_protected,
+        _deleted_at is not null as is_deleted,
 
         -- timestamps
         created_at,
-        updated_at
+        updated_at,
+        _deleted_at as deleted_at
 
     from source
 

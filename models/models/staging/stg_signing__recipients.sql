@@ -17,6 +17,7 @@
     ['expires_at', type_timestamp_tz()],
     ['signed_at', type_timestamp_tz()],
     ['last_viewed_at', type_timestamp_tz()],
+    ['_deleted_at', type_timestamp_tz()],
 ] -%}
 
 with
@@ -46,12 +47,14 @@ renamed as (
         delivery_status,
         last_error as delivery_error,
         coalesce(view_count, 0) as count_views,
+        _deleted_at is not null as is_deleted,
 
         -- timestamps
         sent_at,
         expires_at,
         signed_at,
-        last_viewed_at
+        last_viewed_at,
+        _deleted_at as deleted_at
 
     from source
 

@@ -19,6 +19,8 @@
     ['expires_at', type_timestamp_tz()],
     ['archived_at', type_timestamp_tz()],
     ['revoked_at', type_timestamp_tz()],
+    ['_deleted_at', type_timestamp_tz()],
+    ['_dlt_load_id', text],
 ] -%}
 
 with
@@ -36,16 +38,25 @@ incomplete as (
 
 ),
 
+loads as (
+
+    {{ signing_loads() }}
+
+),
+
 flagged as (
 
     select
         source.*,
-        incomplete.shipment_id is null as is_history_complete
+        incomplete.shipment_id is null as is_history_complete,
+        loads.loaded_at
 
     from source
     left join incomplete
         on source.workspace_id = incomplete.workspace_id
         and source.id = incomplete.shipment_id
+    left join loads
+        on source._dlt_load_id = loads.load_id
 
 ),
 
@@ -74,12 +85,15 @@ renamed as (
         coalesce(sealed, false) as is_sealed,
         archived_at is not null as is_archived,
         is_history_complete,
+        _deleted_at is not null as is_deleted,
 
         -- timestamps
         created_at,
         expires_at,
         archived_at,
-        revoked_at
+        revoked_at,
+        _deleted_at as deleted_at,
+        loaded_at
 
     from flagged
 

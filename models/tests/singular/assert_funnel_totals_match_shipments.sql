@@ -42,6 +42,7 @@ held_back as (
         on staged_shipments.workspace_id = sent_recipients.workspace_id
         and staged_shipments.shipment_id = sent_recipients.shipment_id
     where not staged_shipments.is_history_complete
+        and not staged_shipments.is_deleted
     group by 1
 
 ),

@@ -1,12 +1,14 @@
 -- A shipment whose children are still loading (stg_signing__shipments `is_history_complete`
 -- false) has no row in the facts, so no mart counts it with half its history; every other
--- shipment has its row.
+-- shipment the service has not deleted has its row (deleted ones: see
+-- assert_deleted_records_stay_out_of_the_marts).
 
 with
 
 shipments as (
 
     select * from {{ ref('stg_signing__shipments') }}
+    where not is_deleted
 
 ),
 

@@ -1,0 +1,291 @@
+"""`signing-etl status` as its readers need it: the operator's view per workspace (last success,
+data as of, cursor lag, requests and 429s against the service's limits, recent failures and
+stops with their reasons) as tables for people, as one JSON document for a monitor, and as a
+freshness check whose exit code cron can alert on."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pipelines import output
+from pipelines.output import PlainTable
+from pipelines.reading import Status, WorkspaceStatus
+from pipelines.run_records import RunRecord
+from pipelines.webhooks.views import webhooks_line
+from sources.signing import EVENTS_LIMIT
+
+out = output.stdout_console()
+
+
+def print_status(found: Status, warehouse: Path, now: datetime | None = None) -> None:
+    """The last run, then per workspace who it is and how fresh, its recent runs with the
+    reasons of failures and stops, its cursors and its rows."""
+    now = now or datetime.now(UTC)
+    run = found.last_run
+    out.print(f"Last run: {run_line(run)}" if run else "Last run: none recorded")
+    workspaces = found.workspaces
+    _print_operator_view(workspaces, now)
+    _print_recent_runs(workspaces, now)
+    _print_cursors(workspaces)
+    _print_rows(workspaces, warehouse)
+    _print_deletion_checks(workspaces)
+    for workspace in workspaces:
+        if workspace.truncated_trails:
+            whose = f"{workspace.label}: audit" if len(workspaces) > 1 else "Audit"
+            out.print(
+                f"{whose} trails cut at the API's {EVENTS_LIMIT} events: "
+                f"{workspace.truncated_trails:,} shipments (flagged in marts.fct_shipments)"
+            )
+        reconciled = workspace.webhooks_reconciled
+        if reconciled is not None:
+            whose = f"{workspace.label}: last" if len(workspaces) > 1 else "Last"
+            out.print(f"{whose} load: {webhooks_line(*reconciled)}")
+    _print_privacy(found)
+
+
+def _print_privacy(found: Status) -> None:
+    """The privacy policy each workspace's rows are under, and the erasures recorded."""
+    several = len(found.workspaces) > 1
+    for workspace in found.workspaces:
+        policy = workspace.privacy.describe() if workspace.privacy else "keep (not recorded yet)"
+        owner = f" of {workspace.label}" if several else ""
+        out.print(output.printable(f"Privacy policy{owner}: {policy}"))
+    if found.erasures:
+        out.print(f"Erasures recorded: {found.erasures:,}")
+
+
+def _print_operator_view(workspaces: list[WorkspaceStatus], now: datetime) -> None:
+    who = PlainTable(
+        "workspace",
+        "id",
+        "name at the service",
+        "last run",
+        "last success",
+        "data as of",
+        "cursor lag",
+        "requests (429s), last run",
+        title="Workspaces",
+    )
+    for workspace in workspaces:
+        last, success = workspace.last_run, workspace.last_success
+        who.add_row(
+            workspace.label,
+            workspace.workspace_id,
+            workspace.name or "",
+            f"{_when(last.started_at)}, {last.outcome}" if last else "none",
+            f"{_when(success.finished_at or success.started_at)}" if success else "never",
+            _when(workspace.newest_change) if workspace.newest_change else "",
+            _duration(workspace.cursor_lag),
+            _requests(last),
+        )
+    out.print(who)
+
+
+def _print_recent_runs(workspaces: list[WorkspaceStatus], now: datetime) -> None:
+    runs = [(w, r) for w in workspaces for r in w.runs[:10]]
+    if not runs:
+        return
+    table = PlainTable("started", "workspace", "outcome", "requests", "429s", title="Recent runs")
+    for workspace, run in sorted(runs, key=lambda pair: pair[1].started_at, reverse=True)[:20]:
+        table.add_row(
+            _when(run.started_at),
+            workspace.label,
+            _outcome(run),
+            f"{run.requests:,}",
+            f"{run.throttled:,}",
+        )
+    out.print(table)
+
+
+def _print_cursors(workspaces: list[WorkspaceStatus]) -> None:
+    lists = list(dict.fromkeys(name for w in workspaces for name in w.cursors))
+    if not lists:
+        return
+    cursors = PlainTable(
+        "list", *(w.label for w in workspaces), title="Cursors (next run reads changes since)"
+    )
+    for name in lists:
+        cursors.add_row(
+            name,
+            *(
+                w.cursors.get(name, "") + ("  (pass interrupted)" if name in w.interrupted else "")
+                for w in workspaces
+            ),
+        )
+    out.print(cursors)
+
+
+def _print_rows(workspaces: list[WorkspaceStatus], warehouse: Path) -> None:
+    title = "raw.* rows per workspace" if len(workspaces) > 1 else f"raw.* in {warehouse}"
+    counts = PlainTable("table", *(w.label for w in workspaces), title=title)
+    tables = list(dict.fromkeys(t for w in workspaces for t in w.row_counts))
+    for table in tables:
+        counts.add_row(table, *(f"{w.row_counts.get(table, 0):,}" for w in workspaces))
+    out.print(counts)
+
+
+def _print_deletion_checks(workspaces: list[WorkspaceStatus]) -> None:
+    """Per workspace and list: the last full check for deleted records (when, its requests,
+    what it found) and the rows the warehouse holds marked deleted."""
+    if not any(w.deletion_checks or w.deleted_rows for w in workspaces):
+        return
+    headers = ["list", "last full check", "its requests", "found gone", "marked in raw"]
+    table = PlainTable("workspace", *headers, title="Deleted records")
+    for workspace in workspaces:
+        lists = list(dict.fromkeys([*workspace.deletion_checks, *workspace.deleted_rows]))
+        for name in lists:
+            check = workspace.deletion_checks.get(name)
+            checked = bool(check and check.at)
+            table.add_row(
+                workspace.label,
+                name,
+                (check.at if check else None) or "never",
+                f"{check.requests:,}" if check and checked else "",
+                f"{check.found:,}" if check and checked else "",
+                f"{workspace.deleted_rows.get(name, 0):,}",
+            )
+    out.print(table)
+
+
+def _outcome(run: RunRecord) -> str:
+    """`completed`, or `stopped (reason)` / `failed (reason)`."""
+    return str(run.outcome) + (f" ({run.stop_reason})" if run.stop_reason else "")
+
+
+def run_line(run: RunRecord) -> str:
+    """One run in a line: who, when, how it ended and what it cost."""
+    who = f"{run.workspace_name or run.workspace_id or '?'}, "
+    return (
+        f"{who}{run.started_at:%Y-%m-%d %H:%M:%S %Z}, {_outcome(run)}, {run.requests:,} "
+        f"requests, {run.throttled:,} 429s, {run.waited_seconds:.1f} s waited for limits"
+    )
+
+
+def _requests(run: RunRecord | None) -> str:
+    if run is None:
+        return ""
+    limits = ", ".join(f"{limit:,} per {scope}" for scope, limit in sorted(run.limits.items()))
+    shown = f"{run.requests:,} ({run.throttled:,})"
+    return f"{shown}; limits {limits}" if limits else shown
+
+
+def _when(moment: datetime | None) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if moment else ""
+
+
+def _duration(span: timedelta | None) -> str:
+    if span is None:
+        return ""
+    seconds = span.total_seconds()
+    if seconds < 120:
+        return f"{seconds:,.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:,.0f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+# ---------------------------------------------------------------------- for monitors
+
+
+def status_document(found: Status, now: datetime | None = None) -> dict[str, Any]:
+    """`status --format json`: every workspace's operator view, as a monitor reads it."""
+    now = now or datetime.now(UTC)
+    return {
+        "warehouse": str(found.warehouse),
+        "generated_at": now.isoformat(),
+        "workspaces": [_workspace_document(w, now) for w in found.workspaces],
+        "erasures": found.erasures,
+    }
+
+
+def _workspace_document(workspace: WorkspaceStatus, now: datetime) -> dict[str, Any]:
+    age, lag = workspace.age(now), workspace.cursor_lag
+    return {
+        "workspace": workspace.configured_as,
+        "workspace_id": workspace.workspace_id or None,
+        "name_at_service": workspace.name,
+        "last_run": _run_document(workspace.last_run),
+        "last_success": _run_document(workspace.last_success),
+        "last_loaded_at": _iso(_ended(workspace.last_loaded)),
+        "hours_since_loaded": round(age.total_seconds() / 3600, 3) if age else None,
+        "data_as_of": _iso(workspace.newest_change),
+        "cursor_lag_seconds": round(lag.total_seconds(), 3) if lag else None,
+        "cursors": workspace.cursors,
+        "interrupted": workspace.interrupted,
+        "problems": [_run_document(run) for run in workspace.problems(now)],
+        "rows": workspace.row_counts,
+        "truncated_trails": workspace.truncated_trails,
+        "deleted_rows": workspace.deleted_rows,
+        "last_full_checks": {
+            name: {"at": check.at, "requests": check.requests, "found": check.found}
+            for name, check in workspace.deletion_checks.items()
+        },
+        "webhooks": _webhooks_document(workspace.webhooks_reconciled),
+        "privacy_policy": workspace.privacy.describe() if workspace.privacy else None,
+    }
+
+
+def _webhooks_document(reconciled: tuple[int, int | None] | None) -> dict[str, Any] | None:
+    """What the last load found of the webhooks' work (None: webhooks off)."""
+    return None if reconciled is None else {"missed": reconciled[0], "brought": reconciled[1]}
+
+
+def _run_document(run: RunRecord | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    return {
+        "run_id": run.run_id,
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+        "outcome": str(run.outcome),
+        "reason": run.stop_reason,
+        "requests": run.requests,
+        "throttled": run.throttled,
+        "retries": run.retries,
+        "failed_attempts": run.failed_attempts,
+        "limits": run.limits,
+        "daily_remaining": run.daily_remaining,
+        "rows": run.rows,
+    }
+
+
+def _ended(run: RunRecord | None) -> datetime | None:
+    return (run.finished_at or run.started_at) if run else None
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.astimezone(UTC).isoformat() if moment else None
+
+
+def print_document(found: Status) -> None:
+    sys.stdout.write(json.dumps(status_document(found), indent=2, default=str) + "\n")
+
+
+# ---------------------------------------------------------------------- for cron
+
+
+def stale_workspaces(
+    found: Status, max_age: timedelta, configured: list[str], now: datetime | None = None
+) -> list[str]:
+    """One line per workspace not loaded within `max_age`: those of the warehouse, and the
+    configured ones that never loaded."""
+    now = now or datetime.now(UTC)
+    lines = []
+    for workspace in found.workspaces:
+        age = workspace.age(now)
+        if age is None or age > max_age:
+            last = workspace.last_run
+            why = (
+                f"; last run {last.outcome}: {last.stop_reason}"
+                if last and last.stop_reason
+                else ""
+            )
+            since = f"{_duration(age)} ago" if age else "never"
+            lines.append(f"workspace {workspace.label}: last loaded {since}{why}")
+    known = {w.configured_as for w in found.workspaces}
+    lines += [f"workspace {name}: never loaded" for name in configured if name not in known]
+    return lines
