@@ -32,6 +32,7 @@ from pipelines.privacy_state import (
     read_policies,
     record_erasure,
 )
+from pipelines.snapshot_privacy import erase_versions
 from pipelines.warehouse import Warehouse, columns_by_table, loaded_workspaces
 from sources.signing import PrivacyPolicy, configured_privacy
 from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE
@@ -199,6 +200,7 @@ class _Erasing:
         self.result = result
         self.existing = columns_by_table(client)
         self.workspace = record.workspace_id
+        self.found: dict[str, set[str]] = {}  # ids of the records found, per raw table
 
     def run(self) -> None:
         self._contacts()
@@ -206,6 +208,9 @@ class _Erasing:
         self._filled_in(recipients)
         self._events_of_recipients(recipients)
         self._sender()
+        history = erase_versions(self.client, self.workspace, self._condition, self.found)
+        for table, rows in history.items():
+            self.result.add(table, rows)
 
     def _match(self, column: str) -> tuple[str, list[Any]] | None:
         """A condition that finds the person's address in `column` (`table.column`), as the
@@ -213,14 +218,19 @@ class _Erasing:
         table, _, name = column.partition(".")
         if name not in self.existing.get(table, set()):
             return None
-        quoted = self.client.escape_column_name(name)
+        found = self._condition(column, self.client.escape_column_name(name))
+        if found is None and column not in self.result.unsearchable:
+            self.result.unsearchable.append(column)
+        return found
+
+    def _condition(self, column: str, quoted: str) -> tuple[str, list[Any]] | None:
+        """A condition that finds the person's address in `quoted`, a column holding the values
+        of `column` (`table.column`, or a copy of them) as the recorded policy stores them."""
         action = self.record.action(column)
         if action == "keep" and self.person.address is not None:
             return f"lower(trim({quoted})) = %s", [self.person.address]
         if action == "hash" and self.record.key_id == self.policy.key_id:
             return f"{quoted} = %s", [self.person.subject]
-        if column not in self.result.unsearchable:
-            self.result.unsearchable.append(column)
         return None
 
     def _table(self, name: str) -> str:
@@ -261,6 +271,12 @@ class _Erasing:
             return
         where, arguments = match
         contacts = self._table("contacts")
+        ids = self._execute(
+            f"select id from {contacts} where workspace_id = %s and {where}",
+            self.workspace,
+            *arguments,
+        )
+        self.found["contacts"] = {str(contact) for (contact,) in ids}
         for nested in ("contacts__custom", "contacts__group_ids"):
             if "_dlt_root_id" in self.existing.get(nested, set()):
                 roots = f"select _dlt_id from {contacts} where workspace_id = %s and {where}"
@@ -289,6 +305,7 @@ class _Erasing:
             *arguments,
         )
         self._clear("shipments__recipients", where, arguments)
+        self.found["shipments__recipients"] = {str(recipient) for _, recipient, _ in found}
         return [(str(shipment), str(recipient), stored) for shipment, recipient, stored in found]
 
     def _filled_in(self, recipients: list[tuple[str, str, Any]]) -> None:
@@ -341,6 +358,7 @@ class _Erasing:
             self.workspace,
             *arguments,
         )
+        self.found["shipments"] = {str(shipment) for shipment, _ in sent}
         events = self.existing.get("audit_events", set())
         if "actor__name" in events and not self._names_comparable("shipments.owner_name"):
             self.result.unsearchable.append("audit_events.actor__name")

@@ -22,6 +22,7 @@ from pipelines.privacy_state import (
     write_policy,
 )
 from pipelines.run_records import RUNS_TABLE
+from pipelines.snapshot_privacy import rewrite_versions
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces, tables_in
 from sources.signing import PrivacyPolicy, RunStats
 from sources.signing.columns import TABLES
@@ -55,14 +56,18 @@ class PrivacyPlan:
     records: list[PolicyRecord] = field(default_factory=list)
     rewrites: list[ColumnRewrite] = field(default_factory=list)
     erased: frozenset[str] = frozenset()
+    # The snapshots' columns of workspaces about to be loaded again, whose raw rows are deleted
+    # instead of rewritten: their history is brought under the policy all the same.
+    history: list[ColumnRewrite] = field(default_factory=list)
+    versions_changed: int = 0  # snapshot versions the rewrites changed
     # Workspaces that only their own reload can bring under the policy, left as they are by
     # a load with --full-refresh of another (`load --full-refresh` reloads each in turn).
     waiting: list[str] = field(default_factory=list)
 
     def apply(self, client: Any) -> dict[str, int]:
-        """Rewrite the columns and record the policy, in one transaction; the marts built under
-        the old policy are dropped (the models rebuild them). Returns the rows changed per
-        column."""
+        """Rewrite the columns (with the snapshots' copies of them) and record the policy, in
+        one transaction; the marts built under the old policy are dropped (the models rebuild
+        them). Returns the raw rows changed per column."""
         changed: dict[str, int] = {}
         if not self.records and not self.rewrites:
             return changed
@@ -72,9 +77,13 @@ class PrivacyPlan:
                 table, _, column = rewrite.column.partition(".")
                 if column in existing.get(table, set()):
                     changed[rewrite.column] = _rewrite(client, rewrite, self.policy)
+            for rewrite in [*self.rewrites, *self.history]:
+                self.versions_changed += rewrite_versions(
+                    client, rewrite.column, rewrite.action, rewrite.workspaces, self.policy
+                )
             for record in self.records:
                 write_policy(client, record)
-            if self.rewrites:
+            if self.rewrites or self.history:
                 drop_derived_copies(client)
         return {column: rows for column, rows in changed.items() if rows}
 
@@ -117,6 +126,7 @@ def plan_privacy(
         record = recorded.get(workspace, PolicyRecord(workspace))
         if workspace == workspace_id and refreshing:
             plan.records.append(wanted)  # its rows are deleted before it loads again
+            plan.history = [ColumnRewrite(c, a, (workspace,)) for c, a in _history(record, policy)]
             continue
         if workspace in recorded and record.same_as(policy):
             continue
@@ -159,12 +169,12 @@ def _changes(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str,
     refused when the rows no longer hold what the new action needs."""
     for column, new in policy.actions.items():
         old = record.action(column)
-        rehash = old == "hash" == new and record.key_id != policy.key_id
-        if old == new and not rehash:
+        if not _differs(record, policy, column):
             continue
         if old == "keep" or new == "drop":
             yield column, new
             continue
+        rehash = old == "hash" == new
         held = f"hashed with key {record.key_id}" if rehash else participle(old)
         asked = f"hash it with {_key_said(policy)}" if new == "hash" else f"{new} it"
         raise PolicyChangeRefused(
@@ -172,6 +182,23 @@ def _changes(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str,
             f"policy now asks to {asked}, which needs the service's data again: run "
             f"`{REFRESH_COMMAND}` (every workspace), or set the policy back"
         )
+
+
+def _history(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str, Action]]:
+    """The columns whose snapshot versions change when a workspace whose rows are under
+    `record` is loaded again under `policy`, with their action: the new one where the stored
+    values allow it, else drop (a masked value, or a hash under another key, cannot be made
+    into the new one, and the history is not left under the old policy)."""
+    for column, new in policy.actions.items():
+        if _differs(record, policy, column):
+            yield column, new if record.action(column) == "keep" or new == "drop" else "drop"
+
+
+def _differs(record: PolicyRecord, policy: PrivacyPolicy, column: str) -> bool:
+    """Whether `column` is stored otherwise under `record` than `policy` wants it: another
+    action, or hashed with another key."""
+    old, new = record.action(column), policy.actions[column]
+    return old != new or (old == "hash" and record.key_id != policy.key_id)
 
 
 def participle(action: str) -> str:
@@ -287,7 +314,7 @@ def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> P
         return plan.in_force
     with warehouse.writing_client() as client:
         changed = plan.apply(client)
-    if plan.rewrites and not warehouse.compact():
+    if (plan.rewrites or plan.history) and not warehouse.compact():
         stats.warn(f"{warehouse.label} could not be compacted: old values stay in its free blocks")
     if changed:
         said = ", ".join(
@@ -295,6 +322,11 @@ def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> P
             for column, rows in changed.items()
         )
         stats.warn(f"the privacy policy now applies to the rows loaded before: {said}")
+    if plan.versions_changed:
+        stats.warn(
+            f"the privacy policy now applies to the models' history too: "
+            f"{plan.versions_changed:,} values of snapshot versions changed"
+        )
     for workspace in plan.waiting:
         stats.warn(
             f"workspace {workspace}'s rows stay under their earlier privacy policy until it is "
