@@ -26,7 +26,7 @@ from pipelines.deletions import PipelineRecords, mark_deletions
 from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
 from pipelines.load_steps import LoadSteps
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
-from pipelines.policy_change import apply_privacy, prepare_privacy
+from pipelines.policy_change import PrivacyPlan, apply_privacy, prepare_privacy
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
 from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.ledger import Reconciliation
@@ -197,26 +197,31 @@ def load_incremental(
             except (SigningEtlError, SigningAPIError, ConfigFieldMissingException) as error:
                 _record_before_pipeline(place, control, started, workspace, error)
                 raise
-            connection.privacy = apply_privacy(place, privacy, control.stats)
-            connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
-            source = _source_for(connection, pipeline, options, control)
+            source = _source_for(connection, pipeline, options, control, (place, privacy))
             ledger = (
                 None if options.resources else Reconciliation.of_poll(place, connection, started)
             )
             if ledger is not None:
                 held.callback(ledger.close)
                 ledger.watch(source)
-            ran_as = (connection.workspace_id, workspace_name)
-            return _run(pipeline, source, control, started, ran_as, connection.deletions, ledger)
+            return _run(pipeline, source, control, started, workspace, connection.deletions, ledger)
     finally:
         control.finish()
 
 
 def _source_for(
-    connection: SyncContext, pipeline: dlt.Pipeline, options: LoadOptions, control: RunControl
+    connection: SyncContext,
+    pipeline: dlt.Pipeline,
+    options: LoadOptions,
+    control: RunControl,
+    privacy: tuple[Warehouse, PrivacyPlan],
 ) -> Any:
-    """The source bound to the connection, with the resources asked for; `since` warned
-    about when the workspace already has cursors (it applies to a first run only)."""
+    """The source bound to the connection, under the privacy policy the warehouse's rows are
+    now under and with the warehouse's records for the deletions' checks, with the resources
+    asked for; `since` warned about when the workspace already has cursors (it applies to a
+    first run only)."""
+    connection.privacy = apply_privacy(*privacy, control.stats)
+    connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
     source = signing_source(connection)
     if options.resources:
         source = source.with_resources(*chosen_resources(options.resources))

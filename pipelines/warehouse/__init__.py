@@ -18,10 +18,7 @@ from typing import Any
 
 import dlt
 
-from pipelines.environment import environment_set
 from pipelines.errors import (
-    ModelsError,
-    ModelsWarehouseMissing,
     QueryRefused,
     WarehouseError,
     WarehouseMissing,
@@ -37,13 +34,13 @@ from ._catalog import (
     tables_in,
 )
 from ._lock import held_lock
-from ._postgres import POSTGRES, dbt_environment, read_only_statement
+from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
+from ._postgres import POSTGRES, read_only_statement
 
 DEFAULT_DESTINATION = _duckdb.DUCKDB
 _UNQUOTABLE = re.compile(r"['\"\x00-\x1f\x7f]")
 DEFAULT_WAREHOUSE = Path("warehouse/signing.duckdb")
 DATASET = "raw"  # dlt's dataset: the raw tables, the state, the run records
-WAREHOUSE_VARIABLE = "SIGNING_WAREHOUSE"  # the DuckDB file models/profiles.yml opens
 PARQUET_FROM_RECORDS = _duckdb.PARQUET_FROM_RECORDS
 LoadFileFormat = _duckdb.LoadFileFormat
 
@@ -66,16 +63,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class DbtTarget:
-    """How dbt reaches a warehouse: the profiles.yml output (None: the default, DuckDB) and
-    the environment variables that output reads."""
-
-    name: str | None
-    environment: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Warehouse:
+class Warehouse(ModelsPlace):
     """Where a team's signing data lives: a DuckDB file (`path`), or another dlt destination
     whose local working folders live beside `path`."""
 
@@ -341,54 +329,6 @@ class Warehouse:
                 return loaded_workspaces(client)
         except Exception:  # no warehouse, no dataset, a file that is not DuckDB: nothing loaded
             return []
-
-    # ------------------------------------------------------------------ the models
-
-    def check_for_models(self) -> None:
-        """Fail in one line, before dbt starts, when the models cannot run here; creates dbt's
-        folder on the way.
-
-        Raises:
-            ModelsWarehouseMissing: no DuckDB file at `path`.
-            ModelsError: a folder, a file DuckDB cannot open (not a database, another process
-                holds it, no permission), or a folder that cannot be written in (DuckDB writes
-                its `.wal` there, dbt its target and logs).
-        """
-        if not self.is_file:
-            self.dbt_dir.mkdir(parents=True, exist_ok=True)
-            return
-        if not self.path.exists():
-            raise ModelsWarehouseMissing(
-                f"no warehouse at {self.path}: load it first (`signing-etl load`), or point "
-                "--duckdb at an existing one"
-            )
-        problem = _duckdb.models_problem(self.path, self.dbt_dir)
-        if problem:
-            raise ModelsError(problem)
-
-    def dbt_target(self) -> DbtTarget:
-        """dbt's target for this warehouse (profiles.yml), with the credentials the load uses.
-
-        Raises:
-            ModelsError: a destination the models do not build on, or its credentials
-                missing or unusable (one line, never quoting them).
-        """
-        environment = {WAREHOUSE_VARIABLE: str(self.path)}
-        if self.is_file:
-            return DbtTarget(None, environment)
-        return DbtTarget(self.destination, {**environment, **dbt_environment(self.destination)})
-
-    @contextlib.contextmanager
-    def for_dbt(self) -> Iterator[DbtTarget]:
-        """dbt's target, its environment set while the block runs; afterwards dbt's own
-        connections to a DuckDB file are released, so a load can open it again."""
-        target = self.dbt_target()
-        try:
-            with environment_set(target.environment):
-                yield target
-        finally:
-            if self.is_file:
-                _duckdb.close_dbt_connections()
 
     # ------------------------------------------------------------------ the report's copy
 
