@@ -33,6 +33,7 @@ from pipelines.cli_options import (
 )
 from pipelines.demo import DEMO_WAREHOUSE, EXAMPLE_QUERIES, headline, run_demo
 from pipelines.errors import SigningEtlError, failure_reason
+from pipelines.forget_command import forget
 from pipelines.outcome import Outcome, is_signal, worst_exit_code
 from pipelines.output import printable
 from pipelines.reading import last_attempts
@@ -41,6 +42,7 @@ from pipelines.signing_pipeline import LoadOptions
 from pipelines.status_view import print_document, print_status, stale_workspaces
 from pipelines.views import CliWatcher, out, print_rows, workspaces_summary
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
+from pipelines.webhooks.cli import webhooks_app
 from pipelines.workspace_loads import WorkspaceLoad, in_turns, load_workspaces
 from pipelines.workspaces import WorkspaceEntry, choose, configured_workspaces
 from sources.signing import SigningAPIError, chosen_resources, parse_iso
@@ -58,6 +60,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # help shows `[sources.signing.workspaces.<name>]` as written
 )
+app.add_typer(webhooks_app, name="webhooks")
 
 
 @app.callback()
@@ -370,6 +373,8 @@ def run() -> None:
         code = 130
     sys.exit(code if isinstance(code, int) else 0)
 
+
+app.command()(forget)
 
 if __name__ == "__main__":
     run()

@@ -2,8 +2,9 @@
 
 A sandbox starts in this process with its clock four weeks back, the pipeline loads it, the
 clock moves a week at a time with an incremental load after each (the application deletes a
-few records meanwhile, which the loads find and mark), the models are built, and the report
-is written if the notebook exists.
+few records meanwhile, which the loads find and mark), a shipment sent in the sandbox reaches
+`raw` through the webhook receiver, the models are built, and the report is written if the
+notebook exists.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import httpx
 from pipelines.environment import environment_set, source_environment
 from pipelines.signing_pipeline import LoadResult, load_incremental
 from pipelines.warehouse import Warehouse
+from pipelines.webhooks.demo import WebhookTrip, webhook_step
 
 DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
@@ -75,6 +77,7 @@ class DemoResult:
     warehouse: Warehouse
     loads: list[LoadResult] = field(default_factory=list)
     sandbox_now: str = ""
+    webhook: WebhookTrip | None = None  # a shipment sent, and its way to raw by webhook
 
 
 def run_demo(
@@ -120,6 +123,8 @@ def run_demo(
             say(f"Week {week} of {weeks} passed in the sandbox; incremental load…")
             result.loads.append(_load(place))
             say(_line(result.loads[-1]))
+        pacing = {"requests_per_second": DEMO_RATE, "burst": DEMO_BURST}
+        result.webhook = webhook_step(place, running.base_url, running.api_key, say, **pacing)
         result.sandbox_now = datetime.fromtimestamp(
             running.store.clock.now_ms() / 1000, UTC
         ).strftime("%Y-%m-%d %H:%M UTC")

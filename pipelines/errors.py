@@ -52,6 +52,10 @@ class ReportError(SigningEtlError):
     """The report cannot be written."""
 
 
+class WebhooksError(SigningEtlError):
+    """A webhook subscription, the receiver or its inbox cannot do what was asked."""
+
+
 class QueryRefused(SigningEtlError):
     """A query given to `signing-etl sql` is not one read-only statement."""
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from pipelines.deletions import deleted_rows
 from pipelines.outcome import Outcome
+from pipelines.privacy_state import PolicyRecord, read_erasures, read_policies
 from pipelines.run_records import RunRecord, read_runs
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
 from pipelines.workspace_state import StoredState, pipeline_name_for, stored_states
@@ -41,6 +42,7 @@ class WorkspaceStatus:
     resources: list[ResourceSyncStatus] = field(default_factory=list)
     row_counts: dict[str, int] = field(default_factory=dict)
     truncated_trails: int = 0  # shipments whose loaded audit trail is the API's cap (500)
+    privacy: PolicyRecord | None = None  # the privacy policy its rows are under
     newest_change: datetime | None = None  # the newest change loaded: the data is as of then
     # Per list: the last full check for deleted records (when, its requests, what it found),
     # and the records the warehouse holds marked deleted.
@@ -105,6 +107,15 @@ class WorkspaceStatus:
         """The lists whose last pass a stop cut short."""
         return [r.name for r in self.resources if r.interrupted]
 
+    @property
+    def webhooks_reconciled(self) -> tuple[int, int | None] | None:
+        """(changes the webhooks had missed, changes they had brought) as the last load that
+        counted them found; None when webhooks are off for this workspace."""
+        counted = next((r for r in self.runs if r.missed_by_webhooks is not None), None)
+        if counted is None or counted.missed_by_webhooks is None:
+            return None
+        return counted.missed_by_webhooks, counted.brought_by_webhooks
+
 
 def _loaded(run: RunRecord) -> bool:
     return run.outcome is Outcome.COMPLETED or (
@@ -119,6 +130,7 @@ class Status:
     warehouse: Path
     runs: list[RunRecord]  # newest first, of every workspace
     workspaces: list[WorkspaceStatus]
+    erasures: int = 0  # people erased with `signing-etl forget`
 
     @property
     def last_run(self) -> RunRecord | None:
@@ -193,6 +205,7 @@ def read_status(client: SqlClient, warehouse: Path) -> Status:
     states = stored_states(client)
     truncated = _truncated_trails(client, columns)
     marked = deleted_rows(client, columns)
+    policies = read_policies(client)
     workspaces = [
         WorkspaceStatus(
             workspace_id=workspace_id,
@@ -201,13 +214,14 @@ def read_status(client: SqlClient, warehouse: Path) -> Status:
             resources=describe_sync(_state_of(states, workspace_id)),
             row_counts=counts.get(workspace_id, {}),
             truncated_trails=truncated.get(workspace_id, 0),
+            privacy=policies.get(workspace_id),
             newest_change=newest.get(workspace_id),
             deletion_checks=describe_deletions(_state_of(states, workspace_id)),
             deleted_rows=marked.get(workspace_id, {}),
         )
         for workspace_id, name in sorted(names_by_id.items(), key=lambda i: (i[1] or "", i[0]))
     ]
-    return Status(warehouse, runs, workspaces)
+    return Status(warehouse, runs, workspaces, len(read_erasures(client)))
 
 
 def _attributed(runs: list[RunRecord]) -> list[RunRecord]:

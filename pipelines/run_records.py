@@ -45,6 +45,8 @@ RUN_COLUMNS: dict[str, str] = {
     "service_time": "timestamp with time zone",
     "limits": "varchar",
     "daily_remaining": "bigint",
+    "missed_by_webhooks": "bigint",
+    "brought_by_webhooks": "bigint",
 }
 _JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings", "limits", "deletions")
 _NULLABLE = ("workspace_id", "finished_at", "workspace_name", "service_time", "daily_remaining")
@@ -77,6 +79,9 @@ class RunRecord:
     service_time: datetime | None = None  # the service's clock at its last answer
     limits: dict[str, int] = field(default_factory=dict)  # X-RateLimit-Limit by scope
     daily_remaining: int | None = None  # the daily allowance left at the last answer
+    # Changes the load found that the webhooks had missed / had brought (None: webhooks off).
+    missed_by_webhooks: int | None = None
+    brought_by_webhooks: int | None = None
 
     def to_row(self) -> dict[str, Any]:
         """Column values for SQL: the outcome as its name, dicts and lists as JSON text."""

@@ -12,8 +12,6 @@ import contextlib
 import shutil
 import signal
 import threading
-import time
-from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,13 +20,16 @@ from typing import Any, Protocol
 
 import dlt
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
-from dlt.common.pipeline import ExtractInfo, LoadInfo
+from dlt.common.pipeline import LoadInfo
 
 from pipelines.deletions import PipelineRecords, mark_deletions
 from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
+from pipelines.load_steps import LoadSteps
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
+from pipelines.policy_change import PrivacyPlan, apply_privacy, prepare_privacy
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
-from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, LoadFileFormat, Warehouse
+from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, Warehouse
+from pipelines.webhooks.ledger import Reconciliation
 from pipelines.workspace_state import (
     LEGACY_PIPELINE_NAME,
     adopt_legacy_state,
@@ -86,6 +87,9 @@ class LoadResult:
     load_info: LoadInfo | None = None  # dlt's account of the load (jobs, failures)
     deletions: list[TableDeletions] = field(default_factory=list)  # per list checked
     marked: dict[str, int] = field(default_factory=dict)  # records marked deleted per table
+    # Changed shipments and contacts the webhooks had missed / brought (None: webhooks off).
+    missed_by_webhooks: int | None = None
+    brought_by_webhooks: int | None = None
 
     @property
     def seconds(self) -> float:
@@ -120,6 +124,8 @@ class LoadResult:
             service_time=stats.service_time,
             limits=dict(stats.limits),
             daily_remaining=stats.daily_remaining,
+            missed_by_webhooks=self.missed_by_webhooks,
+            brought_by_webhooks=self.brought_by_webhooks,
         )
 
 
@@ -181,27 +187,41 @@ def load_incremental(
                     control=control,
                     **source_settings,
                 )
-                workspace = (connection.workspace_id, workspace_name)
-                folder = held.enter_context(place.workspace_session(connection.workspace_id))
-                pipeline = _workspace_pipeline(
-                    place, connection.workspace_id, folder, options.full_refresh
+                workspace_id = connection.workspace_id
+                workspace = (workspace_id, workspace_name)
+                folder = held.enter_context(place.workspace_session(workspace_id))
+                privacy = prepare_privacy(
+                    place, connection.privacy, workspace_id, options.full_refresh
                 )
+                pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
             except (SigningEtlError, SigningAPIError, ConfigFieldMissingException) as error:
                 _record_before_pipeline(place, control, started, workspace, error)
                 raise
-            connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
-            source = _source_for(connection, pipeline, options, control)
-            ran_as = (connection.workspace_id, workspace_name)
-            return _run(pipeline, source, control, started, ran_as, connection.deletions)
+            source = _source_for(connection, pipeline, options, control, (place, privacy))
+            ledger = (
+                None if options.resources else Reconciliation.of_poll(place, connection, started)
+            )
+            if ledger is not None:
+                held.callback(ledger.close)
+                ledger.watch(source)
+            return _run(pipeline, source, control, started, workspace, connection.deletions, ledger)
     finally:
         control.finish()
 
 
 def _source_for(
-    connection: SyncContext, pipeline: dlt.Pipeline, options: LoadOptions, control: RunControl
+    connection: SyncContext,
+    pipeline: dlt.Pipeline,
+    options: LoadOptions,
+    control: RunControl,
+    privacy: tuple[Warehouse, PrivacyPlan],
 ) -> Any:
-    """The source bound to the connection, with the resources asked for; `since` warned
-    about when the workspace already has cursors (it applies to a first run only)."""
+    """The source bound to the connection, under the privacy policy the warehouse's rows are
+    now under and with the warehouse's records for the deletions' checks, with the resources
+    asked for; `since` warned about when the workspace already has cursors (it applies to a
+    first run only)."""
+    connection.privacy = apply_privacy(*privacy, control.stats)
+    connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
     source = signing_source(connection)
     if options.resources:
         source = source.with_resources(*chosen_resources(options.resources))
@@ -264,13 +284,15 @@ def _run(
     started: datetime,
     workspace: tuple[str, str | None],
     deletions: Deletions,
+    ledger: Reconciliation | None = None,
 ) -> LoadResult:
     """Run the pipeline with signals turned into a clean stop, mark what it found deleted,
-    then record the run of `workspace` (its id, and the configured name it ran as)."""
+    then record the run of `workspace` (its id, and the configured name it ran as) and what
+    `ledger` counted."""
     workspace_id, workspace_name = workspace
     stats = control.stats
     try:
-        steps = _Steps()
+        steps = LoadSteps()
         info = steps.run(pipeline, source, control.stats)
     except Exception as error:
         failed = LoadResult(
@@ -306,72 +328,12 @@ def _run(
         deletions=decided,
         marked=marked,
     )
+    if ledger is not None:
+        ledger.account(result)
     record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     with pipeline.sql_client() as client:
         record_run(client, result.record(control.run_id))
     return result
-
-
-# One lock per destination for the load step of workspaces loading side by side in this
-# process: two first loads creating the same tables at once collide in the database's catalog
-# (Postgres: duplicate key in pg_type). Fetching, the long part, stays side by side.
-_LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
-
-
-@dataclass
-class _Steps:
-    """`pipeline.run` as its steps, for every destination: the state from the destination,
-    what an interrupted run left, extract, the load files chosen by what was fetched
-    (`LoadFileFormat`), normalize, and load under its destination's lock."""
-
-    rows: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def run(self, pipeline: dlt.Pipeline, source: Any, stats: RunStats) -> LoadInfo:
-        pipeline.sync_destination()  # as `pipeline.run` does: the newer of the two states
-        if pipeline.has_pending_data:
-            # An earlier run stopped between fetching and loading (killed, the disk full):
-            # what it fetched goes in first. `pipeline.run` would stop there; this run goes on.
-            stats.warn("loaded what an interrupted run had fetched before this run's own")
-            if pipeline.list_extracted_load_packages():
-                pipeline.normalize()
-            with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
-                pipeline.load()
-        stats.enter("fetching")
-        extracted = self._timed("extract", pipeline.extract, source)
-        file_format = pipeline.destination.caps_params.get("loader_file_format_selector")
-        if isinstance(file_format, LoadFileFormat):
-            file_format.choose_for(_records_in(extracted))
-        stats.enter("normalizing")
-        normalized = self._timed("normalize", pipeline.normalize)
-        self.rows = {
-            table: n
-            for table, n in (normalized.row_counts if normalized else {}).items()
-            if not table.startswith("_dlt")
-        }
-        stats.enter("loading")
-        with _LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
-            info: LoadInfo = self._timed("load", pipeline.load)
-        stats.enter("recording")
-        return info
-
-    def _timed(self, step: str, call: Any, *args: Any) -> Any:
-        began = time.monotonic()
-        try:
-            return call(*args)
-        finally:
-            self.seconds[step] = time.monotonic() - began
-
-
-def _records_in(extracted: ExtractInfo) -> int:
-    """Records an extract wrote (nested ones still inside their parents), `_dlt` tables aside."""
-    return sum(
-        table_metrics.items_count
-        for metrics in extracted.metrics.values()
-        for step in metrics
-        for table, table_metrics in step["table_metrics"].items()
-        if not table.startswith("_dlt")
-    )
 
 
 @contextlib.contextmanager

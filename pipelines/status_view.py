@@ -15,6 +15,7 @@ from pipelines import output
 from pipelines.output import PlainTable
 from pipelines.reading import Status, WorkspaceStatus
 from pipelines.run_records import RunRecord
+from pipelines.webhooks.views import webhooks_line
 from sources.signing import EVENTS_LIMIT
 
 out = output.stdout_console()
@@ -39,6 +40,22 @@ def print_status(found: Status, warehouse: Path, now: datetime | None = None) ->
                 f"{whose} trails cut at the API's {EVENTS_LIMIT} events: "
                 f"{workspace.truncated_trails:,} shipments (flagged in marts.fct_shipments)"
             )
+        reconciled = workspace.webhooks_reconciled
+        if reconciled is not None:
+            whose = f"{workspace.label}: last" if len(workspaces) > 1 else "Last"
+            out.print(f"{whose} load: {webhooks_line(*reconciled)}")
+    _print_privacy(found)
+
+
+def _print_privacy(found: Status) -> None:
+    """The privacy policy each workspace's rows are under, and the erasures recorded."""
+    several = len(found.workspaces) > 1
+    for workspace in found.workspaces:
+        policy = workspace.privacy.describe() if workspace.privacy else "keep (not recorded yet)"
+        owner = f" of {workspace.label}" if several else ""
+        out.print(output.printable(f"Privacy policy{owner}: {policy}"))
+    if found.erasures:
+        out.print(f"Erasures recorded: {found.erasures:,}")
 
 
 def _print_operator_view(workspaces: list[WorkspaceStatus], now: datetime) -> None:
@@ -181,6 +198,7 @@ def status_document(found: Status, now: datetime | None = None) -> dict[str, Any
         "warehouse": str(found.warehouse),
         "generated_at": now.isoformat(),
         "workspaces": [_workspace_document(w, now) for w in found.workspaces],
+        "erasures": found.erasures,
     }
 
 
@@ -206,7 +224,14 @@ def _workspace_document(workspace: WorkspaceStatus, now: datetime) -> dict[str, 
             name: {"at": check.at, "requests": check.requests, "found": check.found}
             for name, check in workspace.deletion_checks.items()
         },
+        "webhooks": _webhooks_document(workspace.webhooks_reconciled),
+        "privacy_policy": workspace.privacy.describe() if workspace.privacy else None,
     }
+
+
+def _webhooks_document(reconciled: tuple[int, int | None] | None) -> dict[str, Any] | None:
+    """What the last load found of the webhooks' work (None: webhooks off)."""
+    return None if reconciled is None else {"missed": reconciled[0], "brought": reconciled[1]}
 
 
 def _run_document(run: RunRecord | None) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from pipelines.outcome import Outcome
 from pipelines.output import PlainTable
 from pipelines.progress import Progress
 from pipelines.signing_pipeline import LoadResult
+from pipelines.webhooks.views import webhooks_line
 from pipelines.workspace_loads import WorkspaceLoad
 from pipelines.workspaces import WorkspaceEntry
 from sources.signing import EVENTS_LIMIT, RunControl, RunStats, TableDeletions
@@ -109,6 +110,8 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             deletions={d.table: d.to_record() for d in result.deletions},
             workspace_id=result.workspace_id,
             workspace=result.workspace_name,
+            missed_by_webhooks=result.missed_by_webhooks,
+            brought_by_webhooks=result.brought_by_webhooks,
         )
     elif not several and not out.is_terminal:
         # In a log, the summary is lines like the ones around it, each stamped.
@@ -128,6 +131,8 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
         if result.deletions:
             out.print(deletions_line(result.deletions), highlight=False)
     prefix = f"workspace {result.workspace_name}: " if several else ""
+    if result.missed_by_webhooks is not None and not output.is_json():
+        output.info(prefix + webhooks_line(result.missed_by_webhooks, result.brought_by_webhooks))
     if several and result.deletions and not output.is_json():
         output.info(prefix + deletions_line(result.deletions))
     if stats.truncated_trails:

@@ -23,7 +23,7 @@ from pipelines.outcome import EXIT_FAILED, Outcome, is_signal
 from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental, stop_on_signals
 from pipelines.warehouse import Warehouse
 from pipelines.workspaces import WorkspaceEntry
-from sources.signing import RunControl, RunStopped, SigningAPIError
+from sources.signing import PrivacyConfigError, RunControl, RunStopped, SigningAPIError
 
 
 @dataclass
@@ -86,7 +86,7 @@ def load_workspace(
             workspace_name=entry.name,
             **entry.source_settings(),
         )
-    except (WarehouseError, ConfigFieldMissingException) as error:
+    except (WarehouseError, ConfigFieldMissingException, PrivacyConfigError) as error:
         return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error), fatal=True)
     except RunStopped as error:  # at the first request: nothing fetched, nothing written
         return WorkspaceLoad(entry, error.exit_code, str(error))

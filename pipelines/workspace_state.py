@@ -28,7 +28,8 @@ LEGACY_PIPELINE_NAME = "signing"
 PIPELINE_PREFIX = "signing_"
 STATE_TABLE = "_dlt_pipeline_state"
 LOADS_TABLE = "_dlt_loads"
-KEPT_TABLES = {"_signing_runs"}  # the run history outlives a refresh
+# The run history and the erasures outlive a refresh (an erased person must stay erased).
+KEPT_TABLES = {"_signing_runs", "_signing_erasures"}
 
 
 def pipeline_name_for(workspace_id: str) -> str:

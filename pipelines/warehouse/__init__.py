@@ -18,10 +18,7 @@ from typing import Any
 
 import dlt
 
-from pipelines.environment import environment_set
 from pipelines.errors import (
-    ModelsError,
-    ModelsWarehouseMissing,
     QueryRefused,
     WarehouseError,
     WarehouseMissing,
@@ -37,13 +34,13 @@ from ._catalog import (
     tables_in,
 )
 from ._lock import held_lock
-from ._postgres import POSTGRES, dbt_environment, read_only_statement
+from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
+from ._postgres import POSTGRES, read_only_statement
 
 DEFAULT_DESTINATION = _duckdb.DUCKDB
 _UNQUOTABLE = re.compile(r"['\"\x00-\x1f\x7f]")
 DEFAULT_WAREHOUSE = Path("warehouse/signing.duckdb")
 DATASET = "raw"  # dlt's dataset: the raw tables, the state, the run records
-WAREHOUSE_VARIABLE = "SIGNING_WAREHOUSE"  # the DuckDB file models/profiles.yml opens
 PARQUET_FROM_RECORDS = _duckdb.PARQUET_FROM_RECORDS
 LoadFileFormat = _duckdb.LoadFileFormat
 
@@ -66,16 +63,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class DbtTarget:
-    """How dbt reaches a warehouse: the profiles.yml output (None: the default, DuckDB) and
-    the environment variables that output reads."""
-
-    name: str | None
-    environment: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Warehouse:
+class Warehouse(ModelsPlace):
     """Where a team's signing data lives: a DuckDB file (`path`), or another dlt destination
     whose local working folders live beside `path`."""
 
@@ -135,6 +123,11 @@ class Warehouse:
         return self.path.parent / f".{self.path.stem}.dlt"
 
     @property
+    def webhooks_dir(self) -> Path:
+        """The webhook receiver's inbox and secrets: beside the warehouse, never in it."""
+        return self.path.parent / f".{self.path.stem}.webhooks"
+
+    @property
     def dbt_dir(self) -> Path:
         """dbt's `target/` and `logs/`, beside the warehouse and never in `models/`."""
         return self.path.parent / f".{self.path.stem}.dbt"
@@ -167,32 +160,46 @@ class Warehouse:
             ) from None
 
     @contextlib.contextmanager
-    def exclusive(self, scope: str | None = None) -> Iterator[None]:
+    def exclusive(self, scope: str | None = None, *, brief: str | None = None) -> Iterator[None]:
         """Hold a run lock beside the warehouse (`.<file>.lock`, or `.<scope>.lock`), or fail
-        at once if another run has it. A run that wrote nothing (a refused key, a wrong URL)
+        at once if another run has it (a hold that says it is `brief`, such as a webhook
+        drain's, is waited for first). A run that wrote nothing (a refused key, a wrong URL)
         takes its lock file and new folders away again."""
         lock_path = self.path.parent / f".{scope or self.path.name}.lock"
 
         def wrote_nothing() -> bool:
             return bool(scope) or (not self.path.exists() and not self.pipelines_dir.exists())
 
-        with held_lock(lock_path, scope or self.path, wrote_nothing):
+        with held_lock(lock_path, scope or self.path, wrote_nothing, brief):
             yield
 
     @contextlib.contextmanager
-    def writer(self) -> Iterator[None]:
+    def writer(self, *, brief: str | None = None) -> Iterator[None]:
         """What a run holds before it asks the service anything. A DuckDB file takes one
-        writer: its folder is checked, its lock taken, and the file held open for the run
-        (dlt's seven connections then share it). Other destinations need nothing yet."""
+        writer: its folder is checked, its lock taken (`brief`: `exclusive`), and the file held
+        open for the run (dlt's seven connections then share it). Others need nothing yet."""
         if not self.is_file:
             yield
             return
         self.check_writable()
-        with self.exclusive(), _duckdb.held_open(self.path):
+        with self.exclusive(brief=brief), _duckdb.held_open(self.path):
             yield
 
     @contextlib.contextmanager
-    def workspace_session(self, workspace_id: str) -> Iterator[Path]:
+    def holding_every_workspace(self) -> Iterator[None]:
+        """What a change to every workspace's rows (an erasure) holds: a DuckDB file's writer;
+        elsewhere the lock of each workspace loaded so far, the one its loads take."""
+        if self.is_file:
+            with self.writer():
+                yield
+            return
+        with contextlib.ExitStack() as held:
+            for workspace in self.workspaces():
+                held.enter_context(self.exclusive(f"{self.destination}.{workspace.id}"))
+            yield
+
+    @contextlib.contextmanager
+    def workspace_session(self, workspace_id: str, *, brief: str | None = None) -> Iterator[Path]:
         """dlt's working folder for one workspace's run. A DuckDB file keeps it beside itself.
         Elsewhere loads of several workspaces or machines run at once: each holds only its
         workspace's lock, and its state comes from the destination every time (the folder is
@@ -201,7 +208,7 @@ class Warehouse:
             yield self.pipelines_dir
             return
         with (
-            self.exclusive(f"{self.destination}.{workspace_id}"),
+            self.exclusive(f"{self.destination}.{workspace_id}", brief=brief),
             tempfile.TemporaryDirectory() as folder,
         ):
             yield Path(folder)
@@ -229,11 +236,40 @@ class Warehouse:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return _duckdb.duckdb_destination(self.path)
 
+    def run_reader(self) -> contextlib.AbstractContextManager[SqlClient]:
+        """A SQL client for what a run reads while it holds the warehouse (before its pipeline
+        exists): the DuckDB file through the connection the run holds, else dlt's client."""
+        if self.is_file:
+            return _duckdb.beside_the_run(self.path, DATASET)
+        return self.sql_client()
+
+    def writing_client(self) -> contextlib.AbstractContextManager[Any]:
+        """dlt's SQL client of `raw` for writing beside the pipelines (privacy, erasures), on
+        the destination a load uses (a DuckDB file shares the connection a run holds open)."""
+        return self.sql_client()
+
+    def compact(self) -> bool:
+        """Rewrite a DuckDB file so that deleted and overwritten values are gone from its free
+        blocks (after an erasure or a new privacy policy); False when another connection of
+        this process had it open. A database server keeps old row versions until its own
+        VACUUM, which its administrator runs."""
+        if self.is_file and self.path.exists():
+            return _duckdb.compact(self.path)
+        return True
+
+    def clear_working_folders(self) -> None:
+        """Delete dlt's working folder of a DuckDB warehouse, whose packages keep rows as they
+        were loaded (a new privacy policy or an erasure must not leave them); each workspace's
+        next load restores its state from the warehouse. Other destinations' are temporary."""
+        if self.is_file:
+            shutil.rmtree(self.pipelines_dir, ignore_errors=True)
+
     def remove(self) -> None:
-        """Delete a DuckDB warehouse and its dlt folder (the demo starts afresh)."""
+        """Delete a DuckDB warehouse, its dlt and webhook folders (the demo starts afresh)."""
         if self.is_file:
             self.path.unlink(missing_ok=True)
             shutil.rmtree(self.pipelines_dir, ignore_errors=True)
+            shutil.rmtree(self.webhooks_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ reading
 
@@ -293,54 +329,6 @@ class Warehouse:
                 return loaded_workspaces(client)
         except Exception:  # no warehouse, no dataset, a file that is not DuckDB: nothing loaded
             return []
-
-    # ------------------------------------------------------------------ the models
-
-    def check_for_models(self) -> None:
-        """Fail in one line, before dbt starts, when the models cannot run here; creates dbt's
-        folder on the way.
-
-        Raises:
-            ModelsWarehouseMissing: no DuckDB file at `path`.
-            ModelsError: a folder, a file DuckDB cannot open (not a database, another process
-                holds it, no permission), or a folder that cannot be written in (DuckDB writes
-                its `.wal` there, dbt its target and logs).
-        """
-        if not self.is_file:
-            self.dbt_dir.mkdir(parents=True, exist_ok=True)
-            return
-        if not self.path.exists():
-            raise ModelsWarehouseMissing(
-                f"no warehouse at {self.path}: load it first (`signing-etl load`), or point "
-                "--duckdb at an existing one"
-            )
-        problem = _duckdb.models_problem(self.path, self.dbt_dir)
-        if problem:
-            raise ModelsError(problem)
-
-    def dbt_target(self) -> DbtTarget:
-        """dbt's target for this warehouse (profiles.yml), with the credentials the load uses.
-
-        Raises:
-            ModelsError: a destination the models do not build on, or its credentials
-                missing or unusable (one line, never quoting them).
-        """
-        environment = {WAREHOUSE_VARIABLE: str(self.path)}
-        if self.is_file:
-            return DbtTarget(None, environment)
-        return DbtTarget(self.destination, {**environment, **dbt_environment(self.destination)})
-
-    @contextlib.contextmanager
-    def for_dbt(self) -> Iterator[DbtTarget]:
-        """dbt's target, its environment set while the block runs; afterwards dbt's own
-        connections to a DuckDB file are released, so a load can open it again."""
-        target = self.dbt_target()
-        try:
-            with environment_set(target.environment):
-                yield target
-        finally:
-            if self.is_file:
-                _duckdb.close_dbt_connections()
 
     # ------------------------------------------------------------------ the report's copy
 

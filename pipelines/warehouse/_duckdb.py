@@ -87,6 +87,11 @@ def unusable(warehouse: Path, error: duckdb.Error) -> WarehouseError:
     )
 
 
+# The connection `held_open` keeps to each file, so that `compact` can let go of it and open
+# the compacted file in its place.
+_HELD: dict[Path, duckdb.DuckDBPyConnection] = {}
+
+
 @contextlib.contextmanager
 def held_open(warehouse: Path) -> Iterator[None]:
     """Hold an existing warehouse open for a run, or fail in one line when DuckDB cannot open it.
@@ -99,13 +104,56 @@ def held_open(warehouse: Path) -> Iterator[None]:
         yield
         return
     try:
-        held = duckdb.connect(str(warehouse))
+        _HELD[warehouse] = duckdb.connect(str(warehouse))
     except duckdb.Error as error:
         raise unusable(warehouse, error) from None
     try:
         yield
     finally:
-        held.close()
+        _HELD.pop(warehouse).close()
+
+
+def compact(warehouse: Path) -> bool:
+    """Write the file afresh (COPY FROM DATABASE into a new file that replaces it), DuckDB's
+    documented way to reclaim space: values deleted or updated stay in the old file's free
+    blocks, and an erasure or a new privacy policy must not leave them there.
+
+    Only when nothing else in this process has the file open (the connection `held_open`
+    keeps is let go and opened again on the new file); otherwise nothing happens and False
+    is returned."""
+    fresh = warehouse.with_name(f".{warehouse.name}.compacting")
+    fresh.unlink(missing_ok=True)
+    held = _HELD.pop(warehouse, None)
+    connection = held or duckdb.connect(str(warehouse))
+    try:
+        found = connection.execute("select current_database()").fetchone()
+        name = str(found[0]) if found else warehouse.stem
+        target = str(fresh).replace("'", "''")
+        connection.execute(f"attach '{target}' as signing_compacted")
+        connection.execute(f'copy from database "{name}" to signing_compacted')
+        connection.execute("detach signing_compacted")
+    finally:
+        connection.close()
+    alone = _closed_everywhere(warehouse)
+    if alone:
+        fresh.replace(warehouse)
+    else:
+        fresh.unlink(missing_ok=True)
+    if held is not None:
+        _HELD[warehouse] = duckdb.connect(str(warehouse))
+    return alone
+
+
+def _closed_everywhere(warehouse: Path) -> bool:
+    """Whether no connection of this process has the file open any more: DuckDB refuses a
+    read-only connection to a file it holds open for writing."""
+    if Path(f"{warehouse}.wal").exists():
+        return False
+    try:
+        duckdb.connect(str(warehouse), read_only=True).close()
+    except duckdb.Error:
+        return False
+    return True
 
 
 def models_problem(warehouse: Path, dbt_dir: Path) -> str | None:
@@ -161,6 +209,14 @@ class DuckDBReader:
 
     def execute_sql(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         return self.connection.execute(sql.replace("%s", "?"), list(args)).fetchall()
+
+
+@contextlib.contextmanager
+def beside_the_run(warehouse: Path, dataset_name: str) -> Iterator[DuckDBReader]:
+    """A reader of the file a run holds open: a connection that shares the run's database (a
+    read-only one would be refused while it is open for writing), opened in milliseconds."""
+    with duckdb.connect(str(warehouse)) as connection:
+        yield DuckDBReader(connection, dataset_name)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from dlt.sources import DltResource
 from . import settings
 from .children import fetch_for_each
 from .client import checked_base_url, item_path
-from .columns import column_hints
+from .columns import PERSONAL_COLUMNS, column_hints
 from .connection import connect
 from .context import SyncContext
 from .control import RunControl
@@ -52,8 +52,10 @@ from .incremental import (
     incremental_pass,
 )
 from .paging import Record, fingerprint
+from .privacy import PrivacyConfigError, PrivacyPolicy, configured_privacy, describe_policy
 from .reconcile import reconcile
 from .rows import (
+    ErasedPeople,
     audit_event_rows,
     field_rows,
     shape_contact,
@@ -84,6 +86,7 @@ __all__ = [
     "DELETED_AT",
     "DELETE_MODES",
     "EVENTS_LIMIT",
+    "PERSONAL_COLUMNS",
     "RESOURCES",
     "SHIPMENT_RESOURCES",
     "SOURCE_TABLES",
@@ -94,6 +97,8 @@ __all__ = [
     "FullCheck",
     "Interrupted",
     "KeyRefused",
+    "PrivacyConfigError",
+    "PrivacyPolicy",
     "RequestBudgetExhausted",
     "ResourceSyncStatus",
     "ResponseTooLarge",
@@ -110,9 +115,12 @@ __all__ = [
     "WarehouseRecords",
     "checked_base_url",
     "chosen_resources",
+    "configured_privacy",
     "connect",
     "describe_deletions",
+    "describe_policy",
     "describe_sync",
+    "fingerprint",
     "incomplete_shipments",
     "parse_iso",
     "signing_source",
@@ -247,8 +255,8 @@ def shipment_changes(context: SyncContext) -> Iterator[dict[str, Any]]:
 def shipments(item: dict[str, Any], context: SyncContext) -> Iterator[list[Record]]:
     """Shipments with their recipients (archived included)."""
     if item["shipments"]:
-        ws, guard = context.workspace_id, context.guard
-        rows = [shape_shipment(s, ws, guard) for s in item["shipments"]]
+        ws, guard, privacy = context.workspace_id, context.guard, context.privacy
+        rows = [shape_shipment(s, ws, guard, privacy) for s in item["shipments"]]
         yield context.counted("shipments", rows)
 
 
@@ -270,19 +278,33 @@ def _children_of(
         return
 
 
-def _events_of(context: SyncContext, shipment_id: str) -> list[Record]:
+def _events_of(context: SyncContext, listed: dict[str, Record], shipment_id: str) -> list[Record]:
+    """One shipment's audit trail; `listed` are the shipments of this page, whose recipients
+    say whose events an erasure removes (a shipment left pending by a stopped run is read
+    again for that, only when the warehouse records erasures)."""
+    erased = None
+    if context.privacy.erased:
+        shipment = listed.get(shipment_id) or _shipment(context, shipment_id)
+        erased = ErasedPeople.of(shipment, context.privacy)
     path = item_path("shipments", shipment_id, "events")
     events, _, _ = context.client.get_data(path, {"limit": settings.EVENTS_LIMIT})
     if len(events) >= settings.EVENTS_LIMIT:
         context.client.stats.count_truncated_trail()
-    rows = audit_event_rows(shipment_id, events, context.workspace_id, context.guard)
+    ws, guard = context.workspace_id, context.guard
+    rows = audit_event_rows(shipment_id, events, ws, guard, context.privacy, erased)
     return context.stamp(rows, "audit_events")
+
+
+def _shipment(context: SyncContext, shipment_id: str) -> Record:
+    shipment: Record
+    shipment, _, _ = context.client.get_data(item_path("shipments", shipment_id), shape="record")
+    return shipment
 
 
 def _fields_of(context: SyncContext, shipment_id: str) -> list[Record]:
     path = item_path("shipments", shipment_id, "fields")
     _, body, _ = context.client.get_data(path, shape="entries")
-    rows = field_rows(shipment_id, body, context.workspace_id, context.guard)
+    rows = field_rows(shipment_id, body, context.workspace_id, context.guard, context.privacy)
     return context.stamp(rows, "shipment_fields")
 
 
@@ -291,7 +313,8 @@ def _fields_of(context: SyncContext, shipment_id: str) -> list[Record]:
 )
 def audit_events(item: dict[str, Any], context: SyncContext) -> Iterator[list[Record]]:
     """The audit trail of each changed shipment, one row per event."""
-    yield from _children_of(context, "audit_events", item, partial(_events_of, context))
+    listed = {s["id"]: s for s in item["shipments"]}
+    yield from _children_of(context, "audit_events", item, partial(_events_of, context, listed))
 
 
 @dlt.transformer(
@@ -306,22 +329,27 @@ def shipment_fields(item: dict[str, Any], context: SyncContext) -> Iterator[list
     yield from _children_of(context, "shipment_fields", item, partial(_fields_of, context))
 
 
-@dlt.resource(
-    write_disposition="merge",
-    primary_key=WORKSPACE_AND_ID,
-    columns=_columns("contacts"),
-    nested_hints={
+# The contacts table's hints, shared by the list (`contacts`) and the reads by id.
+CONTACT_HINTS: dict[str, Any] = {
+    "write_disposition": "merge",
+    "primary_key": WORKSPACE_AND_ID,
+    "columns": _columns("contacts"),
+    "nested_hints": {
         "custom": _nested("contacts__custom"),
         "group_ids": _nested("contacts__group_ids"),
     },
-)
+}
+
+
+@dlt.resource(**CONTACT_HINTS)
 def contacts(context: SyncContext) -> Iterator[list[Record]]:
     """Contacts; custom properties as `contacts__custom` key/value rows."""
     state = dlt.current.resource_state()
     try:
         for page in _list_pages(context, "contacts", state):
-            ws, guard = context.workspace_id, context.guard
-            yield context.counted("contacts", [shape_contact(c, ws, guard) for c in page])
+            ws, guard, privacy = context.workspace_id, context.guard, context.privacy
+            rows = [shape_contact(c, ws, guard, privacy) for c in page]
+            yield context.counted("contacts", [row for row in rows if row is not None])
     except RunStopped:
         return
 

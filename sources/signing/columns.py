@@ -223,3 +223,33 @@ def column_hints(table: str) -> dict[str, dict[str, Any]]:
         else {"name": name, "data_type": data_type}
         for name, data_type in TABLES[table].items()
     }
+
+
+# The columns that hold personal data, as `table.column`, and what kind of value each holds;
+# the kind decides how a value is normalised before it is hashed, how it is masked, and what
+# each preset of the privacy policy (`privacy.py`) does with it. A column of a flattened object
+# is named as dlt names it (`actor__ip`). Ids are not listed: the models join on them, and an
+# id alone names no one.
+PersonalKind = Literal["email", "name", "phone", "ip", "text", "work"]
+PERSONAL_COLUMNS: Final[dict[str, PersonalKind]] = {
+    "shipments.owner_name": "name",
+    "shipments.owner_email": "email",
+    "shipments__recipients.name": "name",
+    "shipments__recipients.email": "email",
+    "shipments__recipients.phone": "phone",
+    "shipments__recipients.company": "work",
+    "shipments__recipients.last_error": "text",  # a bounce may quote the address
+    "audit_events.actor__name": "name",
+    "audit_events.actor__ip": "ip",
+    "shipment_fields.recipient_name": "name",
+    "shipment_fields.recipient_email": "email",
+    "shipment_fields.placeholders": "text",  # each filled-in value of the JSON object
+    "shipment_fields.value": "text",  # what a signer typed; payment objects are not free text
+    "contacts.name": "name",
+    "contacts.email": "email",
+    "contacts.phone": "phone",
+    "contacts.company": "work",
+    "contacts.position": "work",
+    "contacts.notes": "text",
+    "contacts__custom.value": "text",
+}

@@ -15,6 +15,7 @@ from .control import RunControl
 from .deletions import DeleteMode, Deletions, DeletionSettings
 from .errors import SigningAPIError, one_line
 from .pacing import Pacer
+from .privacy import PrivacyConfiguration, PrivacyPolicy
 
 
 @with_config(sections=("sources", "signing"))
@@ -33,6 +34,7 @@ def connect(
     request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS,
     max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
     max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS,
+    privacy: PrivacyConfiguration = dlt.config.value,
     deletes: str = "soft",
     full_check_max_age_hours: float = settings.FULL_CHECK_MAX_AGE_HOURS,
     mass_delete_share: float = settings.MASS_DELETE_SHARE,
@@ -64,6 +66,8 @@ def connect(
         max_pages_without_new_records: list pages in a row that bring no record not read
             before, after which a pass gives up on a list that makes no sense (the cursor
             stays for the next run, and a warning says what the service did).
+        privacy: the privacy policy, `[sources.signing.privacy]` (`preset`, `columns`, and the
+            secret `hash_key`); checked before any request.
         deletes: `soft` (a deleted record's rows stay, with `_deleted_at`) or `hard`
             (its rows, nested and child rows are removed).
         full_check_max_age_hours: a full pass over a list's ids runs when the last one is
@@ -77,7 +81,10 @@ def connect(
 
     Raises:
         SigningAPIError: a setting out of range, or `/me` refused or not the signing API's.
+        PrivacyConfigError: the privacy policy names an unknown preset, column or action, or
+            hashes without a key.
     """
+    policy = PrivacyPolicy.configured(privacy)
     _check_settings(
         page_size, request_deadline_seconds, max_response_bytes, max_pages_without_new_records
     )
@@ -105,7 +112,8 @@ def connect(
         page_size,
         concurrency,
         max_pages_without_new_records,
-        Deletions(deletion_settings),
+        privacy=policy,
+        deletions=Deletions(deletion_settings),
     )
     run.on_finish(connection.close)  # also when /me fails: the run's finish releases the client
     check_service(connection)

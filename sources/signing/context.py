@@ -14,6 +14,7 @@ from .client import SigningClient
 from .deletions import Deletions
 from .errors import NotFound, SigningAPIError
 from .paging import Record
+from .privacy import PrivacyPolicy
 from .rows import FieldGuard
 
 
@@ -27,6 +28,9 @@ class SyncContext:
     page_size: int = settings.PAGE_SIZE
     concurrency: int = settings.CHILD_CONCURRENCY
     max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS
+    # What becomes of personal columns, and who was erased; the pipeline adds the erasures
+    # the warehouse records before it builds the source.
+    privacy: PrivacyPolicy = field(default_factory=PrivacyPolicy)
     deletions: Deletions = field(default_factory=Deletions)
     guard: FieldGuard = field(init=False)
     _me: dict[str, Any] | None = None

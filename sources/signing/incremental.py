@@ -339,8 +339,10 @@ def incomplete_shipments(pipeline_state: Mapping[str, Any]) -> set[str]:
     resources: Mapping[str, Any] = (
         pipeline_state.get("sources", {}).get("signing", {}).get("resources", {})
     )
+    children = ("audit_events", "shipment_fields")
+    by_id = tuple(settings.BY_ID_RESOURCES[name] for name in children)  # read by id
     return {
         shipment_id
-        for name in ("audit_events", "shipment_fields")
+        for name in children + by_id
         for shipment_id in resources.get(name, {}).get(settings.STATE_PENDING, {})
     }

@@ -10,20 +10,27 @@ the objects flattened into them. The columns the source sets itself (`workspace_
 row's `shipment_id`, `document_id` or `contact_id`, ...) take the source's value; an API field
 of that name with another value is dropped. `FieldGuard` says each of these once per run, per
 table and field. Free-form values stay verbatim: custom property keys, placeholder names.
+
+Then the privacy policy (`privacy.PrivacyPolicy`) keeps, hashes, masks or drops each personal
+column, and clears the people erased from the warehouse, before a row leaves the source.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from dlt.common.normalizers.naming.snake_case import NamingConvention
 
 from .errors import one_line
 from .paging import Record
+
+if TYPE_CHECKING:
+    from .privacy import PrivacyPolicy
 
 _NAMING = NamingConvention()
 # Field warnings said in one run before the rest only count (a service could send thousands).
@@ -136,8 +143,11 @@ def shape_document(document: Record, workspace_id: str, guard: FieldGuard) -> Re
     return document
 
 
-def shape_shipment(shipment: Record, workspace_id: str, guard: FieldGuard) -> Record:
-    """A listed shipment (already stamped with `_fetch_seq`) and its recipients."""
+def shape_shipment(
+    shipment: Record, workspace_id: str, guard: FieldGuard, privacy: PrivacyPolicy
+) -> Record:
+    """A listed shipment (already stamped with `_fetch_seq`) and its recipients, under the
+    privacy policy: an erased recipient's place, or an erased sender, says no longer who."""
     shipment = guard.clean(
         "shipments",
         shipment,
@@ -145,16 +155,27 @@ def shape_shipment(shipment: Record, workspace_id: str, guard: FieldGuard) -> Re
         verbatim=("recipients",),
         keep=("_fetch_seq",),
     )
+    if privacy.erases(shipment.get("owner_email")):
+        privacy.erased_row("shipments", shipment)
     link = {"shipment_id": shipment["id"], "workspace_id": workspace_id}
-    shipment["recipients"] = [
-        guard.clean("shipments__recipients", r, link) for r in objects(shipment.get("recipients"))
-    ]
-    return shipment
+    recipients = []
+    for listed in objects(shipment.get("recipients")):
+        recipient = guard.clean("shipments__recipients", listed, link)
+        if privacy.erases(recipient.get("email")):
+            privacy.erased_row("shipments__recipients", recipient)
+        recipients.append(privacy.protect("shipments__recipients", recipient))
+    shipment["recipients"] = recipients
+    return privacy.protect("shipments", shipment)
 
 
-def shape_contact(contact: Record, workspace_id: str, guard: FieldGuard) -> Record:
-    """A listed contact (already stamped with `_fetch_seq`): `custom` becomes key/value rows
-    (keys with dots stay verbatim, unlike flattened columns)."""
+def shape_contact(
+    contact: Record, workspace_id: str, guard: FieldGuard, privacy: PrivacyPolicy
+) -> Record | None:
+    """A listed contact (already stamped with `_fetch_seq`) under the privacy policy, or None
+    when it was erased: `custom` becomes key/value rows (keys with dots stay verbatim, unlike
+    flattened columns)."""
+    if privacy.erases(contact.get("email")):
+        return None
     contact = guard.clean(
         "contacts",
         contact,
@@ -165,21 +186,69 @@ def shape_contact(contact: Record, workspace_id: str, guard: FieldGuard) -> Reco
     link = {"contact_id": contact["id"], "workspace_id": workspace_id}
     custom = contact.get("custom")
     contact["custom"] = [
-        {"key": str(key), "value": value, **link}
+        privacy.protect("contacts__custom", {"key": str(key), "value": value, **link})
         for key, value in (custom.items() if isinstance(custom, dict) else [])
     ]
     groups = contact.get("group_ids")
     contact["group_ids"] = [
         {"value": group, **link} for group in (groups if isinstance(groups, list) else [])
     ]
-    return contact
+    return privacy.protect("contacts", contact)
+
+
+@dataclass(frozen=True)
+class ErasedPeople:
+    """The people of one shipment who were erased: recipients by id, with their names as the
+    API gives them, and the sender's name when the sender was."""
+
+    recipients: dict[str, Any]
+    owner_erased: bool = False
+    owner_name: Any = None
+
+    @classmethod
+    def of(cls, shipment: Record | None, privacy: PrivacyPolicy) -> ErasedPeople | None:
+        """Who of `shipment`'s people was erased; None when no one was (or it is unknown)."""
+        if shipment is None or not privacy.erased:
+            return None
+        recipients = {
+            str(r.get("id")): r.get("name")
+            for r in objects(shipment.get("recipients"))
+            if privacy.erases(r.get("email"))
+        }
+        owner = privacy.erases(shipment.get("owner_email"))
+        if not recipients and not owner:
+            return None
+        return cls(recipients, owner, shipment.get("owner_name") if owner else None)
+
+    def acted(self, row: Record) -> bool:
+        """Whether an erased person acted in this audit event: its recipient, when the actor
+        is them (or may be: an actor without a name), or the sender."""
+        actor = row.get("actor")
+        acted_by = actor.get("name") if isinstance(actor, dict) else None
+        recipient = row.get("recipient_id")
+        if recipient in self.recipients:
+            name = self.recipients[recipient]
+            if acted_by is None or name is None or acted_by == name:
+                return True
+        return self.owner_erased and acted_by is not None and acted_by == self.owner_name
 
 
 def audit_event_rows(
-    shipment_id: str, events: list[Record], workspace_id: str, guard: FieldGuard
+    shipment_id: str,
+    events: list[Record],
+    workspace_id: str,
+    guard: FieldGuard,
+    privacy: PrivacyPolicy,
+    erased: ErasedPeople | None = None,
 ) -> list[Record]:
+    """The audit trail's rows under the privacy policy; an event an erased person acted in
+    keeps its type and time, without its actor."""
     link = {"shipment_id": shipment_id, "workspace_id": workspace_id}
-    return [guard.clean("audit_events", event, link) for event in events]
+    rows = [guard.clean("audit_events", event, link) for event in events]
+    for row in rows:
+        if erased is not None and erased.acted(row):
+            privacy.erased_row("audit_events", row)
+    return [privacy.protect("audit_events", row) for row in rows]
 
 
 def _field_value(value: Any) -> str | None:
@@ -191,16 +260,18 @@ def _field_value(value: Any) -> str | None:
 
 
 def field_rows(
-    shipment_id: str, body: Record, workspace_id: str, guard: FieldGuard
+    shipment_id: str, body: Record, workspace_id: str, guard: FieldGuard, privacy: PrivacyPolicy
 ) -> list[Record]:
-    """One row per shipment, recipient and field, with the value as text (see _field_value).
-    The rows belong to the shipment that was asked for, whatever id the body names."""
+    """One row per shipment, recipient and field, with the value as text (see _field_value),
+    under the privacy policy (an erased recipient's rows say neither who nor what). The rows
+    belong to the shipment that was asked for, whatever id the body names."""
     if body.get("shipment_id") not in (None, shipment_id):
         guard.dropped(
             "shipment_fields", "shipment_id", "it names another shipment than the one asked for"
         )
     rows = []
     for entry in objects(body.get("data")):
+        erased = privacy.erases(entry.get("recipient_email"))
         for filled in objects(entry.get("fields")):
             rows.append(
                 {
@@ -221,7 +292,9 @@ def field_rows(
                     "value": _field_value(filled.get("value")),
                 }
             )
-    return rows
+            if erased:
+                privacy.erased_row("shipment_fields", rows[-1])
+    return [privacy.protect("shipment_fields", row) for row in rows]
 
 
 def workspace_row(me: Record, guard: FieldGuard) -> Record:

@@ -125,3 +125,15 @@ CHILD_TABLES: dict[str, dict[str, str]] = {
     "shipments": {"audit_events": "shipment_id", "shipment_fields": "shipment_id"},
 }
 DELETED_AT = "_deleted_at"  # the column a soft-deleted row carries
+
+# Records read one by one, by id (`records_source`: what webhook deliveries named). Each
+# resource has a name of its own, so its dlt state (pending children) is its own and the
+# incremental resources' cursors and backlogs never move; each writes the same table, with the
+# same keys, as the resource it mirrors (the key of this table).
+SHIPMENTS_READ_BY_ID = "shipments_read_by_id"  # feeds the three shipment tables; no table
+BY_ID_RESOURCES: dict[str, str] = {
+    "shipments": "shipments_by_id",
+    "audit_events": "audit_events_by_id",
+    "shipment_fields": "shipment_fields_by_id",
+    "contacts": "contacts_by_id",
+}

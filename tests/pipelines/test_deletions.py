@@ -243,7 +243,7 @@ def test_a_mass_deletion_is_refused_in_one_line_and_marked_when_allowed(
     )
     assert allowed.returncode == 0, describe(allowed)
     assert marked(place)["shipments"] == set(gone)
-    assert "shipments 24 gone, 24 marked deleted (full check" in allowed.stdout, describe(allowed)
+    assert "shipments 24 gone, 24 marked deleted (full check" in allowed.stderr, describe(allowed)
     assert_live_rows_equal_the_sandbox(place, running)
     shown = run_cli(["status", *place.cli_args()], cwd=tmp_path, env=env)
     assert "Deleted records" in shown.stdout, describe(shown)

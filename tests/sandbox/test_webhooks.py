@@ -22,6 +22,7 @@ import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, SandboxFactory, admin, admin_response, client_for, sandbox_now
+from tests.support.webhooks import record, wait_until
 
 # A reply of the receiver: a status code, or (seconds to stall first, status code).
 Reply = int | tuple[float, int]
@@ -128,14 +129,6 @@ class Receiver:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-def wait_until(condition: Callable[[], bool], deadline_s: float, what: str) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {deadline_s} s for {what}")
-        time.sleep(0.02)
 
 
 def stays(condition: Callable[[], bool], seconds: float = QUIET_S) -> bool:
@@ -548,15 +541,6 @@ def careful(secret: str) -> Callable[[Received], int]:
         return 200
 
     return judge
-
-
-def record(running: RunningSandbox, workspace: str | None = None) -> dict[str, Any]:
-    """The sender's record (`GET /_sandbox/webhook-deliveries`) of the first workspace, or of
-    the one named."""
-    query = f"?workspace={workspace}" if workspace else ""
-    body = admin(running, "GET", f"/webhook-deliveries{query}")
-    assert isinstance(body, dict)
-    return body
 
 
 def settled(running: RunningSandbox, count: int, workspace: str | None = None) -> dict[str, Any]:

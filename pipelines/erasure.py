@@ -1,0 +1,370 @@
+"""Erasing one person from a warehouse (`signing-etl forget`).
+
+A person is named by their e-mail address, or by a contact's id (the warehouse then knows the
+address, or its keyed hash). In every workspace, in one transaction: their contacts go, with
+their custom properties and groups. Where they were a recipient, their place in the shipment
+stays (its status and times keep the funnel true) and everything that says who they were or
+what they typed is cleared (`ERASED_COLUMNS`): name, address, phone, company, signing link,
+filled-in values, and the actor of the audit events they acted in. Where they sent shipments,
+the sender's name and address and the events they acted in are cleared likewise. The marts go
+(the caller rebuilds them). The erasure is recorded as a keyed hash of the address, never the
+address (`privacy_state`), and every later load clears the person the same way while the
+service still holds them. dlt's working folder, whose packages keep rows as they were loaded,
+is deleted.
+
+Rows are found by the address as each column holds it under the workspace's recorded policy:
+as it is (compared trimmed and lower-cased) or hashed with the same key. A masked or dropped
+address column cannot be searched; the result names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pipelines.errors import ConfigError, SigningEtlError, WarehouseMissing
+from pipelines.policy_change import drop_derived_copies, erasures_in_force, participle
+from pipelines.privacy_state import (
+    Erasure,
+    PolicyRecord,
+    read_policies,
+    record_erasure,
+)
+from pipelines.snapshot_privacy import erase_versions
+from pipelines.warehouse import Warehouse, columns_by_table, loaded_workspaces
+from sources.signing import PrivacyPolicy, configured_privacy
+from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE
+from sources.signing.pseudonyms import normalised
+
+
+class ErasureRefused(SigningEtlError):
+    """The person cannot be named or found as asked (an unknown or ambiguous contact id)."""
+
+
+@dataclass(frozen=True)
+class Person:
+    """Whom to erase: the normalised address when it is known, and its keyed hash."""
+
+    address: str | None
+    subject: str
+
+
+@dataclass
+class ErasureResult:
+    """What an erasure changed: rows per table, and the address columns it could not search."""
+
+    subject: str = ""  # the keyed hash the erasure is recorded under
+    changed: dict[str, int] = field(default_factory=dict)
+    unsearchable: list[str] = field(default_factory=list)
+    compacted: bool = True  # a DuckDB file written afresh, old values gone from its free blocks
+
+    def add(self, table: str, rows: int) -> None:
+        if rows:
+            self.changed[table] = self.changed.get(table, 0) + rows
+
+
+def forget_person(
+    warehouse: Warehouse,
+    *,
+    email: str | None = None,
+    contact_id: str | None = None,
+    workspace: str | None = None,
+) -> ErasureResult:
+    """Erase one person (by `email`, or by `contact_id`, in `workspace` when that id is in
+    several) from every workspace of the warehouse, and record the erasure.
+
+    Raises:
+        ConfigError: no hash key, or a privacy policy the configuration gets wrong.
+        ErasureRefused: the contact id is unknown, ambiguous, or its address unreadable.
+        PolicyChangeRefused: erasures recorded under another hash key.
+    """
+    policy = configured_privacy()
+    if policy.key is None:
+        raise ConfigError(
+            f"forget records the erasure as a keyed hash of the address: set {KEY_VARIABLE} "
+            "(the key the loads use)"
+        )
+    if not warehouse.loaded_before():
+        raise WarehouseMissing(f"no warehouse at {warehouse.path}; nothing to erase")
+    with warehouse.holding_every_workspace():
+        result = _erase(warehouse, policy, email, contact_id, workspace)
+        result.compacted = warehouse.compact()
+    warehouse.clear_working_folders()
+    return result
+
+
+def _erase(
+    warehouse: Warehouse,
+    policy: PrivacyPolicy,
+    email: str | None,
+    contact_id: str | None,
+    workspace: str | None,
+) -> ErasureResult:
+    """The erasure itself, in one transaction, with its record."""
+    with warehouse.writing_client() as client:
+        records = read_policies(client)
+        ids = sorted({w.id for w in loaded_workspaces(client)} | set(records))
+        if not ids:
+            raise WarehouseMissing(f"{warehouse.label} holds no workspace yet; nothing to erase")
+        erasures_in_force(client, policy)  # earlier erasures must be under this key
+        person = _person(client, policy, records, email, contact_id, workspace)
+        result = ErasureResult(person.subject)
+        with client.begin_transaction():
+            for workspace_id in ids:
+                record = records.get(workspace_id, PolicyRecord(workspace_id))
+                _Erasing(client, person, policy, record, result).run()
+            record_erasure(
+                client,
+                Erasure(person.subject, str(policy.key_id), datetime.now(UTC), result.changed),
+            )
+            drop_derived_copies(client)
+    return result
+
+
+def _person(
+    client: Any,
+    policy: PrivacyPolicy,
+    records: dict[str, PolicyRecord],
+    email: str | None,
+    contact_id: str | None,
+    workspace: str | None,
+) -> Person:
+    """The person an address names, or the one a contact id names (its stored address)."""
+    if email is not None:
+        address = normalised("email", email)
+        if "@" not in address:
+            raise ErasureRefused("--email needs an e-mail address")
+        return Person(address, policy.subject(address))
+    if not contact_id:
+        raise ErasureRefused("name the person: --email ADDRESS or --contact-id ID")
+    found = _contacts_with_id(client, contact_id, workspace)
+    if len(found) != 1:
+        where = ", ".join(sorted(w for w, _ in found))
+        raise ErasureRefused(
+            f"contact {contact_id!r} is in {len(found)} workspaces ({where}): add --workspace ID"
+            if found
+            else f"no contact {contact_id!r} in this warehouse"
+            + (f" (workspace {workspace})" if workspace else "")
+        )
+    ((workspace_id, stored),) = found
+    record = records.get(workspace_id, PolicyRecord(workspace_id))
+    action = record.action("contacts.email")
+    if stored and action == "keep":
+        address = normalised("email", stored)
+        return Person(address, policy.subject(address))
+    if stored and action == "hash" and record.key_id == policy.key_id:
+        return Person(None, stored)
+    held = "missing" if not stored else participle(action)
+    if stored and action == "hash":
+        held = "hashed with another key"
+    raise ErasureRefused(
+        f"contact {contact_id!r}'s address is {held} in this warehouse, so the person cannot "
+        "be known by it: use --email ADDRESS"
+    )
+
+
+def _contacts_with_id(
+    client: Any, contact_id: str, workspace: str | None
+) -> list[tuple[str, str | None]]:
+    """(workspace id, stored address) of each contact with this id (in `workspace`: its id or
+    its name at the service)."""
+    if "contacts" not in columns_by_table(client):
+        return []
+    table = client.make_qualified_table_name("contacts")
+    rows = client.execute_sql(f"select workspace_id, email from {table} where id = %s", contact_id)
+    named = {w.id for w in loaded_workspaces(client) if workspace in (w.id, w.name)}
+    return [
+        (str(w), email)
+        for w, email in rows or []
+        if workspace is None or w == workspace or w in named
+    ]
+
+
+class _Erasing:
+    """One person erased from one workspace's rows, counted in `result`."""
+
+    def __init__(
+        self,
+        client: Any,
+        person: Person,
+        policy: PrivacyPolicy,
+        record: PolicyRecord,
+        result: ErasureResult,
+    ) -> None:
+        self.client = client
+        self.person = person
+        self.policy = policy
+        self.record = record
+        self.result = result
+        self.existing = columns_by_table(client)
+        self.workspace = record.workspace_id
+        self.found: dict[str, set[str]] = {}  # ids of the records found, per raw table
+
+    def run(self) -> None:
+        self._contacts()
+        recipients = self._recipients()
+        self._filled_in(recipients)
+        self._events_of_recipients(recipients)
+        self._sender()
+        history = erase_versions(self.client, self.workspace, self._condition, self.found)
+        for table, rows in history.items():
+            self.result.add(table, rows)
+
+    def _match(self, column: str) -> tuple[str, list[Any]] | None:
+        """A condition that finds the person's address in `column` (`table.column`), as the
+        recorded policy stores it; None (and said in the result) when it cannot."""
+        table, _, name = column.partition(".")
+        if name not in self.existing.get(table, set()):
+            return None
+        found = self._condition(column, self.client.escape_column_name(name))
+        if found is None and column not in self.result.unsearchable:
+            self.result.unsearchable.append(column)
+        return found
+
+    def _condition(self, column: str, quoted: str) -> tuple[str, list[Any]] | None:
+        """A condition that finds the person's address in `quoted`, a column holding the values
+        of `column` (`table.column`, or a copy of them) as the recorded policy stores them."""
+        action = self.record.action(column)
+        if action == "keep" and self.person.address is not None:
+            return f"lower(trim({quoted})) = %s", [self.person.address]
+        if action == "hash" and self.record.key_id == self.policy.key_id:
+            return f"{quoted} = %s", [self.person.subject]
+        return None
+
+    def _table(self, name: str) -> str:
+        return str(self.client.make_qualified_table_name(name))
+
+    def _execute(self, sql: str, *arguments: Any) -> list[tuple[Any, ...]]:
+        return list(self.client.execute_sql(sql, *arguments) or [])
+
+    def _delete(self, table: str, where: str, arguments: Sequence[Any]) -> None:
+        """Delete the workspace's rows of `table` that `where` finds, counted."""
+        self._counted(table, where, arguments)
+        condition = f"workspace_id = %s and ({where})"
+        self._execute(
+            f"delete from {self._table(table)} where {condition}", self.workspace, *arguments
+        )
+
+    def _update(self, table: str, changes: str, where: str, arguments: Sequence[Any]) -> None:
+        """Set `changes` in the workspace's rows of `table` that `where` finds, counted."""
+        self._counted(table, where, arguments)
+        condition = f"workspace_id = %s and ({where})"
+        self._execute(
+            f"update {self._table(table)} set {changes} where {condition}",
+            self.workspace,
+            *arguments,
+        )
+
+    def _counted(self, table: str, where: str, arguments: Sequence[Any]) -> None:
+        counted = self._execute(
+            f"select count(*) from {self._table(table)} where workspace_id = %s and ({where})",
+            self.workspace,
+            *arguments,
+        )
+        self.result.add(table, int(counted[0][0]) if counted else 0)
+
+    def _contacts(self) -> None:
+        match = self._match("contacts.email")
+        if match is None:
+            return
+        where, arguments = match
+        contacts = self._table("contacts")
+        ids = self._execute(
+            f"select id from {contacts} where workspace_id = %s and {where}",
+            self.workspace,
+            *arguments,
+        )
+        self.found["contacts"] = {str(contact) for (contact,) in ids}
+        for nested in ("contacts__custom", "contacts__group_ids"):
+            if "_dlt_root_id" in self.existing.get(nested, set()):
+                roots = f"select _dlt_id from {contacts} where workspace_id = %s and {where}"
+                self._delete(nested, f"_dlt_root_id in ({roots})", [self.workspace, *arguments])
+        self._delete("contacts", where, arguments)
+
+    def _clear(self, table: str, where: str, arguments: Sequence[Any]) -> None:
+        """Clear what says who the person was (`ERASED_COLUMNS`) in the rows `where` finds."""
+        present = [c for c in ERASED_COLUMNS[table] if c in self.existing.get(table, set())]
+        if present:
+            changes = ", ".join(f"{self.client.escape_column_name(c)} = null" for c in present)
+            self._update(table, changes, where, arguments)
+
+    def _recipients(self) -> list[tuple[str, str, Any]]:
+        """Clear the person's places among the recipients; (shipment id, recipient id, the
+        name as stored) of each."""
+        match = self._match("shipments__recipients.email")
+        if match is None:
+            return []
+        where, arguments = match
+        table = self._table("shipments__recipients")
+        name = "name" if "name" in self.existing["shipments__recipients"] else "null"
+        found = self._execute(
+            f"select shipment_id, id, {name} from {table} where workspace_id = %s and {where}",
+            self.workspace,
+            *arguments,
+        )
+        self._clear("shipments__recipients", where, arguments)
+        self.found["shipments__recipients"] = {str(recipient) for _, recipient, _ in found}
+        return [(str(shipment), str(recipient), stored) for shipment, recipient, stored in found]
+
+    def _filled_in(self, recipients: list[tuple[str, str, Any]]) -> None:
+        """Clear what the person typed, and who they were, in the filled-in forms."""
+        if "shipment_fields" not in self.existing:
+            return
+        conditions, arguments = [], []
+        match = self._match("shipment_fields.recipient_email")
+        if match is not None:
+            conditions.append(match[0])
+            arguments.extend(match[1])
+        for shipment, recipient, _ in recipients:
+            conditions.append("(shipment_id = %s and recipient_id = %s)")
+            arguments.extend([shipment, recipient])
+        if conditions:
+            self._clear("shipment_fields", " or ".join(conditions), arguments)
+
+    def _names_comparable(self, column: str) -> bool:
+        """Whether `column` and the audit events' actor hold a name alike (both kept, both
+        hashed or both masked), so an event's actor can be told to be the person."""
+        first, second = self.record.action(column), self.record.action("audit_events.actor__name")
+        return first == second and first != "drop"
+
+    def _events_of_recipients(self, recipients: list[tuple[str, str, Any]]) -> None:
+        """No actor in the events the person acted in as a recipient (or may have: an actor
+        without a name, or names that cannot be compared); their type and time stay."""
+        if "audit_events" not in self.existing:
+            return
+        comparable = self._names_comparable("shipments__recipients.name")
+        named = "actor__name" in self.existing["audit_events"]
+        for shipment, recipient, name in recipients:
+            where = "shipment_id = %s and recipient_id = %s"
+            arguments: list[Any] = [shipment, recipient]
+            if named and comparable and name is not None:
+                where += " and (actor__name is null or actor__name = %s)"
+                arguments.append(name)
+            self._clear("audit_events", where, arguments)
+
+    def _sender(self) -> None:
+        """Where the person sent shipments: no sender's name and address, and no actor in
+        the events they acted in."""
+        match = self._match("shipments.owner_email")
+        if match is None:
+            return
+        where, arguments = match
+        owner = "owner_name" if "owner_name" in self.existing["shipments"] else "null"
+        sent = self._execute(
+            f"select id, {owner} from {self._table('shipments')} "
+            f"where workspace_id = %s and {where}",
+            self.workspace,
+            *arguments,
+        )
+        self.found["shipments"] = {str(shipment) for shipment, _ in sent}
+        events = self.existing.get("audit_events", set())
+        if "actor__name" in events and not self._names_comparable("shipments.owner_name"):
+            self.result.unsearchable.append("audit_events.actor__name")
+        elif "actor__name" in events:
+            for shipment, name in sent:
+                if name is not None:
+                    acted = "shipment_id = %s and actor__name = %s"
+                    self._clear("audit_events", acted, [shipment, name])
+        self._clear("shipments", where, arguments)

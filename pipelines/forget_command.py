@@ -1,0 +1,83 @@
+"""`signing-etl forget`: erase one person from the warehouse on request (`erasure`), rebuild the
+models, and say what changed per table, never the address."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines import output
+from pipelines.erasure import ErasureResult, forget_person
+from pipelines.errors import failure_reason
+from pipelines.output import PlainTable
+from pipelines.views import out
+from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
+
+
+def forget(
+    email: Annotated[
+        str | None, typer.Option("--email", help="The person's e-mail address (any case).")
+    ] = None,
+    contact_id: Annotated[
+        str | None,
+        typer.Option("--contact-id", help="Or a contact's id: the person its address names."),
+    ] = None,
+    workspace: Annotated[
+        str | None,
+        typer.Option(
+            "--workspace",
+            help="With --contact-id: the workspace (id or name at the service) of the contact, "
+            "when the id is in several.",
+        ),
+    ] = None,
+    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = DEFAULT_WAREHOUSE,
+    destination: Annotated[
+        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
+    ] = DEFAULT_DESTINATION,
+    no_models: Annotated[bool, typer.Option("--no-models", help="Skip the dbt models.")] = False,
+) -> None:
+    """Erase one person from every table of every workspace (contacts, recipients, filled-in
+    values, the audit events they acted in), rebuild the models, and record the erasure as a
+    keyed hash so that no later load brings them back. Needs SOURCES__SIGNING__PRIVACY__HASH_KEY."""
+    from pipelines import cli  # the command line's one-line failures and model builds
+
+    if (email is None) == (contact_id is None):
+        raise cli.fail("name one person: --email ADDRESS or --contact-id ID")
+    warehouse = cli._warehouse(duckdb, destination)
+    try:
+        result = forget_person(warehouse, email=email, contact_id=contact_id, workspace=workspace)
+    except Exception as error:  # ours, a missing setting, the database's own: one line
+        raise cli.fail(f"forget: {failure_reason(error)}") from None
+    _print_erasure(result)
+    if no_models:
+        output.warning("the marts were dropped with the person's rows: run `signing-etl models`")
+    else:
+        cli._build_models(warehouse)
+
+
+def _print_erasure(result: ErasureResult) -> None:
+    """Rows changed per table (a table, or one JSON record), and what could not be searched."""
+    if output.is_json():
+        output.info("erased", changed=result.changed, recorded_as=result.subject)
+    else:
+        table = PlainTable("table", "rows deleted or cleared", title="Erased")
+        for name, rows in sorted(result.changed.items()):
+            table.add_row(name, f"{rows:,}")
+        if not result.changed:
+            table.add_row("(no row held the person)", "0")
+        out.print(table)
+        output.info(
+            f"Recorded as {result.subject[:16]}… (a keyed hash, not the address): later loads "
+            "clear this person the same way"
+        )
+    if not result.compacted:
+        output.warning(
+            "the warehouse file could not be compacted: old values stay in its free blocks"
+        )
+    for column in result.unsearchable:
+        output.warning(
+            f"{column} is masked or dropped (or hashed with another key) here, so it could not "
+            "be searched for the address"
+        )

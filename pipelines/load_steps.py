@@ -1,0 +1,78 @@
+"""dlt's steps of one load, for every destination: what an interrupted run left first, then
+extract, the load files chosen by what was fetched, normalize, and load under the destination's
+lock. A run of the incremental load (`signing_pipeline`) and a webhook drain both load so."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import dlt
+from dlt.common.pipeline import ExtractInfo, LoadInfo
+
+from pipelines.warehouse import LoadFileFormat
+from sources.signing import RunStats
+
+# One lock per destination for the load step of workspaces loading side by side in this
+# process: two first loads creating the same tables at once collide in the database's catalog
+# (Postgres: duplicate key in pg_type). Fetching, the long part, stays side by side.
+LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+@dataclass
+class LoadSteps:
+    """`pipeline.run` as its steps, for every destination: the state from the destination,
+    what an interrupted run left, extract, the load files chosen by what was fetched
+    (`LoadFileFormat`), normalize, and load under its destination's lock."""
+
+    rows: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def run(self, pipeline: dlt.Pipeline, source: Any, stats: RunStats) -> LoadInfo:
+        pipeline.sync_destination()  # as `pipeline.run` does: the newer of the two states
+        if pipeline.has_pending_data:
+            # An earlier run stopped between fetching and loading (killed, the disk full):
+            # what it fetched goes in first. `pipeline.run` would stop there; this run goes on.
+            stats.warn("loaded what an interrupted run had fetched before this run's own")
+            if pipeline.list_extracted_load_packages():
+                pipeline.normalize()
+            with LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
+                pipeline.load()
+        stats.enter("fetching")
+        extracted = self._timed("extract", pipeline.extract, source)
+        file_format = pipeline.destination.caps_params.get("loader_file_format_selector")
+        if isinstance(file_format, LoadFileFormat):
+            file_format.choose_for(_records_in(extracted))
+        stats.enter("normalizing")
+        normalized = self._timed("normalize", pipeline.normalize)
+        self.rows = {
+            table: n
+            for table, n in (normalized.row_counts if normalized else {}).items()
+            if not table.startswith("_dlt")
+        }
+        stats.enter("loading")
+        with LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
+            info: LoadInfo = self._timed("load", pipeline.load)
+        stats.enter("recording")
+        return info
+
+    def _timed(self, step: str, call: Any, *args: Any) -> Any:
+        began = time.monotonic()
+        try:
+            return call(*args)
+        finally:
+            self.seconds[step] = time.monotonic() - began
+
+
+def _records_in(extracted: ExtractInfo) -> int:
+    """Records an extract wrote (nested ones still inside their parents), `_dlt` tables aside."""
+    return sum(
+        table_metrics.items_count
+        for metrics in extracted.metrics.values()
+        for step in metrics
+        for table, table_metrics in step["table_metrics"].items()
+        if not table.startswith("_dlt")
+    )

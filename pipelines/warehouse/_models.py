@@ -1,0 +1,87 @@
+"""What the dbt models need of a warehouse: a check, before dbt starts, that they can run there,
+and dbt's target with the environment its profile reads. `Warehouse` inherits it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.environment import environment_set
+from pipelines.errors import ModelsError, ModelsWarehouseMissing
+
+from . import _duckdb
+from ._postgres import dbt_environment
+
+WAREHOUSE_VARIABLE = "SIGNING_WAREHOUSE"  # the DuckDB file models/profiles.yml opens
+
+
+@dataclass(frozen=True)
+class DbtTarget:
+    """How dbt reaches a warehouse: the profiles.yml output (None: the default, DuckDB) and
+    the environment variables that output reads."""
+
+    name: str | None
+    environment: dict[str, str]
+
+
+class ModelsPlace:
+    """The models' side of `Warehouse`, which provides the place it describes."""
+
+    path: Path
+    destination: str
+
+    @property
+    def is_file(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def dbt_dir(self) -> Path:
+        raise NotImplementedError
+
+    def check_for_models(self) -> None:
+        """Fail in one line, before dbt starts, when the models cannot run here; creates dbt's
+        folder on the way.
+
+        Raises:
+            ModelsWarehouseMissing: no DuckDB file at `path`.
+            ModelsError: a folder, a file DuckDB cannot open (not a database, another process
+                holds it, no permission), or a folder that cannot be written in (DuckDB writes
+                its `.wal` there, dbt its target and logs).
+        """
+        if not self.is_file:
+            self.dbt_dir.mkdir(parents=True, exist_ok=True)
+            return
+        if not self.path.exists():
+            raise ModelsWarehouseMissing(
+                f"no warehouse at {self.path}: load it first (`signing-etl load`), or point "
+                "--duckdb at an existing one"
+            )
+        problem = _duckdb.models_problem(self.path, self.dbt_dir)
+        if problem:
+            raise ModelsError(problem)
+
+    def dbt_target(self) -> DbtTarget:
+        """dbt's target for this warehouse (profiles.yml), with the credentials the load uses.
+
+        Raises:
+            ModelsError: a destination the models do not build on, or its credentials
+                missing or unusable (one line, never quoting them).
+        """
+        environment = {WAREHOUSE_VARIABLE: str(self.path)}
+        if self.is_file:
+            return DbtTarget(None, environment)
+        return DbtTarget(self.destination, {**environment, **dbt_environment(self.destination)})
+
+    @contextlib.contextmanager
+    def for_dbt(self) -> Iterator[DbtTarget]:
+        """dbt's target, its environment set while the block runs; afterwards dbt's own
+        connections to a DuckDB file are released, so a load can open it again."""
+        target = self.dbt_target()
+        try:
+            with environment_set(target.environment):
+                yield target
+        finally:
+            if self.is_file:
+                _duckdb.close_dbt_connections()

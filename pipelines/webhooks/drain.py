@@ -1,0 +1,195 @@
+"""Draining the inbox: a small load of just the records the waiting deliveries name.
+
+For each configured workspace with deliveries waiting: the shipments they name are read by id
+with their recipients, audit trail and filled-in fields, the contacts by id, once each however
+many events name them, and merged into the same raw tables with the same keys as the
+incremental load (`sources.signing.records.records_source`: resources of their own names, so the
+incremental cursors never move). The deliveries themselves go to `raw.webhook_deliveries`.
+Only once that load committed are the deliveries marked done; a drain that failed or was
+stopped leaves them waiting, and the next one reads their records again (the merge makes that
+harmless).
+
+A drain holds the warehouse as a load does (`Warehouse.writer`), as a brief hold: a scheduled
+load that finds it waits for it to end, and a drain that finds a load running says it is busy
+and is tried again later. Between drains nothing holds the DuckDB file, so analysts' reads work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlt.pipeline.exceptions import PipelineStepFailed
+
+from pipelines.errors import AlreadyRunning, SigningEtlError, failure_reason
+from pipelines.load_steps import LoadSteps
+from pipelines.outcome import Outcome
+from pipelines.run_records import record_incomplete_shipments
+from pipelines.signing_pipeline import make_pipeline
+from pipelines.warehouse import Warehouse
+from pipelines.webhooks.inbox import Delivery, DrainRecord, Inbox
+from pipelines.webhooks.ledger import RECORD_TABLES, RowDigests
+from pipelines.webhooks.secrets_file import now_utc, stamp
+from pipelines.webhooks.stream import deliveries_resource
+from pipelines.workspaces import WorkspaceEntry
+from sources.signing import (
+    RunControl,
+    SigningAPIError,
+    connect,
+    incomplete_shipments,
+)
+from sources.signing.records import records_source
+from sources.signing.settings import BY_ID_RESOURCES
+
+BATCH = 5_000  # deliveries one drain of one workspace takes at most
+HOLD = "webhook drain"  # how a drain names its brief hold of the warehouse
+BUSY = "busy"  # the outcome of a drain that found a load running
+
+
+@dataclass
+class DrainResult:
+    """What one drain of one workspace did."""
+
+    workspace: str
+    outcome: str  # completed, stopped, failed, or busy (a load held the warehouse)
+    deliveries: int = 0  # deliveries loaded and marked done
+    records: int = 0  # shipments and contacts read
+    rows: dict[str, int] = field(default_factory=dict)
+    requests: int = 0
+    reason: str | None = None
+
+    def line(self) -> str:
+        """One line for the receiver's log."""
+        what = ", ".join(
+            _counted(count, name)
+            for count, name in (
+                (self.deliveries, "delivery loaded"),
+                (self.records, "record read"),
+                (self.requests, "request"),
+            )
+        )
+        said = f": {self.reason}" if self.reason else ""
+        return f"workspace {self.workspace}: drain {self.outcome}{said} ({what})"
+
+
+def _counted(count: int, name: str) -> str:
+    """`1 delivery loaded`, `2 deliveries loaded`, `3 requests`."""
+    if count == 1:
+        return f"1 {name}"
+    noun, _, rest = name.partition(" ")
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{count:,} {plural} {rest}".rstrip()
+
+
+def drain(
+    warehouse: Warehouse,
+    entries: Sequence[WorkspaceEntry],
+    inbox: Inbox,
+    *,
+    controls: Callable[[], RunControl] = RunControl,
+    batch: int = BATCH,
+    **source_settings: Any,
+) -> list[DrainResult]:
+    """Drain each configured workspace that has deliveries waiting, one after another."""
+    waiting = inbox.waiting_workspaces()
+    return [
+        drain_workspace(warehouse, entry, inbox, control=controls(), batch=batch, **source_settings)
+        for entry in entries
+        if entry.name in waiting
+    ]
+
+
+def drain_workspace(
+    warehouse: Warehouse,
+    entry: WorkspaceEntry,
+    inbox: Inbox,
+    *,
+    control: RunControl,
+    batch: int = BATCH,
+    **source_settings: Any,
+) -> DrainResult:
+    """Load the records the waiting deliveries of one workspace name (at most `batch`
+    deliveries), then mark those deliveries done; a failure is a result, not an exception."""
+    started = stamp(now_utc())
+    deliveries = inbox.waiting(entry.name, batch)
+    result = DrainResult(entry.name, str(Outcome.COMPLETED))
+    if not deliveries:
+        return result
+    try:
+        _load(warehouse, entry, inbox, deliveries, control, result, source_settings)
+    except AlreadyRunning as error:
+        result.outcome, result.reason = BUSY, str(error)
+    except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
+        result.outcome, result.reason = str(Outcome.FAILED), failure_reason(error)
+    finally:
+        control.finish()
+    if result.outcome == Outcome.COMPLETED and control.reason is not None:
+        result.outcome, result.reason = str(Outcome.STOPPED), str(control.reason)
+    result.requests = control.stats.requests
+    inbox.record_drain(
+        DrainRecord(
+            entry.name,
+            started,
+            stamp(now_utc()),
+            result.outcome,
+            result.deliveries,
+            result.records,
+            result.requests,
+            result.reason,
+        )
+    )
+    return result
+
+
+def _load(
+    warehouse: Warehouse,
+    entry: WorkspaceEntry,
+    inbox: Inbox,
+    deliveries: list[Delivery],
+    control: RunControl,
+    result: DrainResult,
+    source_settings: dict[str, Any],
+) -> None:
+    """The drain's load, under the warehouse's brief hold."""
+    seen = RowDigests()
+    with contextlib.ExitStack() as held:
+        held.enter_context(warehouse.writer(brief=HOLD))
+        connection = connect(control=control, **{**entry.source_settings(), **source_settings})
+        workspace_id = connection.workspace_id
+        mine = [d for d in deliveries if d.workspace_id == workspace_id]
+        _skip_others(inbox, [d for d in deliveries if d.workspace_id != workspace_id], control)
+        named = {table: _named(mine, table) for table in RECORD_TABLES}
+        source = records_source(connection, named["shipments"], named["contacts"])
+        seen.watch((table, source.resources[BY_ID_RESOURCES[table]]) for table in RECORD_TABLES)
+        source.resources.add(deliveries_resource(mine))
+        folder = held.enter_context(warehouse.workspace_session(workspace_id, brief=HOLD))
+        pipeline = make_pipeline(warehouse, workspace_id, folder)
+        steps = LoadSteps()
+        info = steps.run(pipeline, source, control.stats)
+        result.rows = steps.rows
+        record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
+    inbox.remember_drained(workspace_id, seen.digests)
+    result.records = sum(len(ids) for ids in named.values())
+    if control.reason is None:  # a stopped drain leaves its deliveries for the next one
+        inbox.mark_done(mine, info.loads_ids[0] if info.loads_ids else None)
+        result.deliveries = len(mine)
+
+
+def _named(deliveries: Sequence[Delivery], table: str) -> list[str]:
+    """The ids of the records of `table` the deliveries name, each once."""
+    return list(
+        dict.fromkeys(d.record_id for d in deliveries if d.record_kind == table and d.record_id)
+    )
+
+
+def _skip_others(inbox: Inbox, others: list[Delivery], control: RunControl) -> None:
+    """Deliveries for another workspace than the key's (the key was changed since): their
+    records cannot be read with it, so they are set aside, and said."""
+    if others:
+        inbox.mark_done(others, None)
+        control.stats.warn(
+            f"{len(others)} deliveries were for workspace {others[0].workspace_id}, not the "
+            "configured key's; set aside (the next load of that workspace reads its changes)"
+        )

@@ -1,0 +1,359 @@
+"""The receiver's durable inbox: SQLite in WAL mode beside the warehouse
+(`<folder>/.<warehouse>.webhooks/inbox.sqlite`), never the DuckDB file, which takes one writer
+and is a load's while it runs.
+
+It holds, per configured workspace (the receiver's path):
+
+- `deliveries`: each accepted delivery once (its id is the key), with what it names (the
+  shipment or contact), never its body, signature or secret; `done_at` once a drain's load of it
+  committed;
+- `counts`: deliveries accepted, duplicated and rejected, by reason;
+- `drained`: a digest of each record a drain loaded (per workspace id), so the next poll can
+  tell the changes the webhooks brought from those they missed;
+- `drains`: what each drain did.
+
+A delivery is committed (`synchronous=FULL`: on disk) before the receiver answers 2xx. One
+connection per process, shared by its threads under a lock; other processes (a load, `webhooks
+status`) open their own, and SQLite's WAL lets them read while the receiver writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from pipelines.errors import WebhooksError
+from pipelines.webhooks.secrets_file import now_utc, private_folder, stamp
+
+FILE_NAME = "inbox.sqlite"
+ACCEPTED, DUPLICATED, REJECTED = "accepted", "duplicated", "rejected"
+
+SCHEMA = """
+create table if not exists deliveries (
+    workspace text not null,
+    delivery_id text not null,
+    workspace_id text not null,
+    event text not null,
+    record_kind text,
+    record_id text,
+    recipient_id text,
+    occurred_at text,
+    sent_at text,
+    received_at text not null,
+    done_at text,
+    load_id text,
+    primary key (workspace, delivery_id)
+);
+create index if not exists deliveries_waiting on deliveries (workspace, done_at, received_at);
+create table if not exists counts (
+    workspace text not null,
+    outcome text not null,
+    reason text not null,
+    count integer not null,
+    primary key (workspace, outcome, reason)
+);
+create table if not exists drained (
+    workspace_id text not null,
+    record_kind text not null,
+    record_id text not null,
+    digest text not null,
+    drained_at text not null,
+    primary key (workspace_id, record_kind, record_id)
+);
+create table if not exists drains (
+    workspace text not null,
+    started_at text not null,
+    finished_at text not null,
+    outcome text not null,
+    deliveries integer not null,
+    records integer not null,
+    requests integer not null,
+    reason text
+);
+"""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery as the inbox keeps it: who sent it, what it names, when it came."""
+
+    workspace: str  # the configured name whose path received it
+    delivery_id: str
+    workspace_id: str
+    event: str
+    record_kind: str | None  # `shipments` or `contacts`; None for events naming neither
+    record_id: str | None
+    recipient_id: str | None = None
+    occurred_at: str | None = None  # the event's time, as the payload says
+    sent_at: str | None = None  # X-Service-Timestamp
+    received_at: str = field(default_factory=lambda: stamp(now_utc()))
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Delivery:
+        return cls(**{name: row[name] for name in _DELIVERY_FIELDS})
+
+
+_DELIVERY_FIELDS = {
+    "workspace",
+    "delivery_id",
+    "workspace_id",
+    "event",
+    "record_kind",
+    "record_id",
+    "recipient_id",
+    "occurred_at",
+    "sent_at",
+    "received_at",
+}
+
+
+@dataclass(frozen=True)
+class DrainRecord:
+    """What one drain of one workspace did."""
+
+    workspace: str
+    started_at: str
+    finished_at: str
+    outcome: str  # completed, stopped, failed, busy
+    deliveries: int
+    records: int
+    requests: int
+    reason: str | None = None
+
+
+@dataclass
+class InboxStatus:
+    """One workspace's inbox, for `webhooks status`."""
+
+    workspace: str
+    accepted: int = 0
+    duplicated: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)  # by reason
+    waiting: int = 0  # accepted, not loaded yet
+    oldest_waiting: str | None = None  # when the oldest of them was received
+    loaded: int = 0
+    last_drain: DrainRecord | None = None
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
+
+
+class Inbox:
+    """The inbox of one warehouse's receiver; thread-safe."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._db = sqlite3.connect(
+                path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("pragma journal_mode = wal")
+            self._db.execute("pragma synchronous = full")
+            self._db.executescript(SCHEMA)
+        except sqlite3.Error as error:
+            raise WebhooksError(f"cannot open the webhook inbox {path}: {error}") from None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, folder: Path) -> Inbox:
+        """The inbox in `folder`, created (0600, in a folder 0700) when missing."""
+        try:
+            path = private_folder(folder) / FILE_NAME
+            if not path.exists():
+                path.touch(mode=0o600)
+        except OSError as error:
+            raise WebhooksError(
+                f"cannot make the webhook inbox in {folder}: {error.strerror}"
+            ) from None
+        return cls(path)
+
+    @classmethod
+    def existing(cls, folder: Path) -> Inbox | None:
+        """The inbox in `folder` if the receiver ever made one."""
+        return cls(folder / FILE_NAME) if (folder / FILE_NAME).exists() else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("begin immediate")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("rollback")
+                raise
+            self._db.execute("commit")
+
+    # ------------------------------------------------------------------ the receiver
+
+    def accept(self, delivery: Delivery) -> bool:
+        """Keep a verified delivery, on disk before this returns; False when its id was
+        accepted before (counted as a duplicate, kept once)."""
+        columns = sorted(_DELIVERY_FIELDS)
+        values = [getattr(delivery, name) for name in columns]
+        with self._transaction() as db:
+            inserted = db.execute(
+                f"insert or ignore into deliveries ({', '.join(columns)}) "
+                f"values ({', '.join('?' for _ in columns)})",
+                values,
+            ).rowcount
+            outcome = ACCEPTED if inserted else DUPLICATED
+            _count(db, delivery.workspace, outcome, "")
+        return bool(inserted)
+
+    def reject(self, workspace: str, reason: str) -> None:
+        """Count a delivery refused for `reason`."""
+        with self._transaction() as db:
+            _count(db, workspace, REJECTED, reason)
+
+    # ------------------------------------------------------------------ the drains
+
+    def waiting(self, workspace: str, limit: int) -> list[Delivery]:
+        """The oldest deliveries of `workspace` no drain has loaded yet."""
+        with self._lock:
+            rows = self._db.execute(
+                "select * from deliveries where workspace = ? and done_at is null "
+                "order by received_at, delivery_id limit ?",
+                (workspace, limit),
+            ).fetchall()
+        return [Delivery.from_row(row) for row in rows]
+
+    def waiting_workspaces(self) -> set[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "select distinct workspace from deliveries where done_at is null"
+            ).fetchall()
+        return {row[0] for row in rows}
+
+    def waiting_for(self, workspace_id: str, received_before: datetime) -> list[Delivery]:
+        """The deliveries for a workspace id, under any path, received before a time and not
+        loaded yet (what a poll that began then covers)."""
+        with self._lock:
+            rows = self._db.execute(
+                "select * from deliveries where workspace_id = ? and done_at is null "
+                "and received_at < ?",
+                (workspace_id, stamp(received_before)),
+            ).fetchall()
+        return [Delivery.from_row(row) for row in rows]
+
+    def mark_done(self, deliveries: Iterable[Delivery], load_id: str | None) -> None:
+        """These deliveries are loaded: their load committed."""
+        done = stamp(now_utc())
+        with self._transaction() as db:
+            db.executemany(
+                "update deliveries set done_at = ?, load_id = ? "
+                "where workspace = ? and delivery_id = ?",
+                [(done, load_id, d.workspace, d.delivery_id) for d in deliveries],
+            )
+
+    def remember_drained(self, workspace_id: str, digests: dict[tuple[str, str], str]) -> None:
+        """The content (digest) of each record a drain loaded, by (kind, id)."""
+        now = stamp(now_utc())
+        rows = [(workspace_id, kind, rid, digest, now) for (kind, rid), digest in digests.items()]
+        with self._transaction() as db:
+            db.executemany("insert or replace into drained values (?, ?, ?, ?, ?)", rows)
+
+    def record_drain(self, record: DrainRecord) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "insert into drains values (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.workspace,
+                    record.started_at,
+                    record.finished_at,
+                    record.outcome,
+                    record.deliveries,
+                    record.records,
+                    record.requests,
+                    record.reason,
+                ),
+            )
+            # The drains of the last days are enough to say how the receiver is doing.
+            db.execute(
+                "delete from drains where workspace = ? and started_at < ?",
+                (record.workspace, _days_before(record.started_at, 7)),
+            )
+
+    # ------------------------------------------------------------------ the polls
+
+    def drained(self, workspace_id: str) -> dict[tuple[str, str], str]:
+        """The digest of each record the drains loaded, by (kind, id)."""
+        with self._lock:
+            rows = self._db.execute(
+                "select record_kind, record_id, digest from drained where workspace_id = ?",
+                (workspace_id,),
+            ).fetchall()
+        return {(kind, record_id): digest for kind, record_id, digest in rows}
+
+    def waiting_records(self, workspace_id: str) -> set[tuple[str, str]]:
+        """The (kind, id) of records that deliveries not yet loaded name."""
+        with self._lock:
+            rows = self._db.execute(
+                "select distinct record_kind, record_id from deliveries where workspace_id = ? "
+                "and done_at is null and record_id is not null",
+                (workspace_id,),
+            ).fetchall()
+        return {(kind, record_id) for kind, record_id in rows}
+
+    def forget_drained(self, workspace_id: str, before: datetime) -> None:
+        """Digests of drains before `before`, which no later poll reads again."""
+        with self._transaction() as db:
+            db.execute(
+                "delete from drained where workspace_id = ? and drained_at < ?",
+                (workspace_id, stamp(before)),
+            )
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> dict[str, InboxStatus]:
+        """Per workspace: counts, what waits and since when, the last drain."""
+        found: dict[str, InboxStatus] = {}
+        with self._lock:
+            counts = self._db.execute("select * from counts").fetchall()
+            waiting = self._db.execute(
+                "select workspace, count(*) filter (where done_at is null), "
+                "min(received_at) filter (where done_at is null), "
+                "count(*) filter (where done_at is not null) from deliveries group by workspace"
+            ).fetchall()
+            drains = self._db.execute(
+                "select * from drains d where started_at = (select max(started_at) "
+                "from drains e where e.workspace = d.workspace)"
+            ).fetchall()
+        for workspace, outcome, reason, count in counts:
+            status = found.setdefault(workspace, InboxStatus(workspace))
+            if outcome == REJECTED:
+                status.rejected[reason] = count
+            elif outcome == ACCEPTED:
+                status.accepted = count
+            else:
+                status.duplicated = count
+        for workspace, count, oldest, loaded in waiting:
+            status = found.setdefault(workspace, InboxStatus(workspace))
+            status.waiting, status.oldest_waiting, status.loaded = count, oldest, loaded
+        for row in drains:
+            found.setdefault(
+                row["workspace"], InboxStatus(row["workspace"])
+            ).last_drain = DrainRecord(**dict(row))
+        return found
+
+
+def _count(db: sqlite3.Connection, workspace: str, outcome: str, reason: str) -> None:
+    db.execute(
+        "insert into counts values (?, ?, ?, 1) on conflict (workspace, outcome, reason) "
+        "do update set count = count + 1",
+        (workspace, outcome, reason),
+    )
+
+
+def _days_before(moment: str, days: int) -> str:
+    return stamp(datetime.fromisoformat(moment) - timedelta(days=days))

@@ -1,0 +1,162 @@
+"""Webhooks for tests: the sandbox sender's own record of its deliveries, waiting for it to
+settle, deliveries made by hand and signed with the sandbox's own `signature`, and the
+receiver run as a user runs it (`signing-etl webhooks serve` in the background)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import orjson
+
+from sandbox import RunningSandbox, signature
+
+from .cli import run_cli
+from .sandboxes import admin
+
+DEADLINE_S = 60.0
+
+
+def wait_until(condition: Callable[[], bool], deadline_s: float, what: str) -> None:
+    """Poll `condition` until it holds, or fail naming `what` after `deadline_s`."""
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {deadline_s} s for {what}")
+        time.sleep(0.02)
+
+
+def record(running: RunningSandbox, workspace: str | None = None) -> dict[str, Any]:
+    """The sender's record (`GET /_sandbox/webhook-deliveries`) of the first workspace, or of
+    the one named."""
+    query = f"?workspace={workspace}" if workspace else ""
+    body = admin(running, "GET", f"/webhook-deliveries{query}")
+    assert isinstance(body, dict)
+    return body
+
+
+def sender_done(running: RunningSandbox, deadline_s: float = DEADLINE_S) -> dict[str, Any]:
+    """The sender's record once no delivery waits for an attempt or is being sent."""
+
+    def idle() -> bool:
+        counts = record(running)["counts"]
+        return bool(counts["waiting"] == 0 and counts["sending"] == 0)
+
+    wait_until(idle, deadline_s, "the sender to finish its deliveries")
+    return record(running)
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (the receiver is restarted on it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def delivery(
+    url: str,
+    secret: str,
+    payload: dict[str, Any],
+    *,
+    delivery_id: str,
+    timestamp: int | None = None,
+    body: bytes | None = None,
+    headers: dict[str, str | bytes] | None = None,
+) -> httpx.Response:
+    """POST one delivery as the service sends it, signed with the sandbox's own `signature`
+    over the timestamp and the body (`body`: bytes sent instead of the payload, still signed
+    as the payload; `headers` replace or add headers)."""
+    signed = orjson.dumps(payload)
+    stamp = str(timestamp if timestamp is not None else int(time.time()))
+    sent: dict[str, str | bytes] = {
+        "Content-Type": "application/json",
+        "X-Service-Event": str(payload.get("event")),
+        "X-Service-Delivery": delivery_id,
+        "X-Service-Timestamp": stamp,
+        "X-Service-Signature": signature(secret, stamp, signed),
+        **(headers or {}),
+    }
+    raw = {k.encode(): v if isinstance(v, bytes) else v.encode() for k, v in sent.items()}
+    return httpx.post(url, content=signed if body is None else body, headers=raw, timeout=30)
+
+
+class ServedReceiver:
+    """`signing-etl webhooks serve` in the background, as a user runs it: stdout read for its
+    URL lines, stderr kept in a file (its log)."""
+
+    def __init__(self, folder: Path, warehouse: Path, env: dict[str, str], *options: str) -> None:
+        self.folder = folder
+        self.args = ["webhooks", "serve", "--duckdb", str(warehouse), *options]
+        self.env = env
+        self.logs: list[Path] = []
+        self.process: subprocess.Popen[str] | None = None
+        self._log: IO[str] | None = None
+
+    def start(self, workspaces: int = 1) -> list[str]:
+        """Start it and return its first `workspaces` lines (one URL per workspace)."""
+        log_path = self.folder / f"receiver-{len(self.logs)}.log"
+        self.logs.append(log_path)
+        self._log = open(log_path, "w")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.cli", *self.args],
+            cwd=self.folder,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        lines = [self.process.stdout.readline().rstrip("\n") for _ in range(workspaces)]
+        assert all(lines), f"the receiver printed no URL: {self.log()}"
+        return lines
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up at all."""
+        self._end(signal.SIGKILL)
+
+    def stop(self) -> int:
+        """SIGTERM, as a service manager stops it; its exit code."""
+        return self._end(signal.SIGTERM)
+
+    def _end(self, how: int) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(how)
+        code = self.process.wait(timeout=120)
+        if self._log is not None:
+            self._log.close()
+        return code
+
+    def log(self) -> str:
+        """Everything every run of it logged."""
+        return "".join(path.read_text() for path in self.logs if path.exists())
+
+
+def inbox_status(folder: Path, warehouse: Path, env: dict[str, str]) -> dict[str, Any]:
+    """`signing-etl webhooks status --format json`, by workspace."""
+    done = run_cli(
+        ["webhooks", "status", "--duckdb", str(warehouse), "--format", "json"], cwd=folder, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return {entry["workspace"]: entry for entry in map(json.loads, done.stdout.splitlines())}
+
+
+def drained(folder: Path, warehouse: Path, env: dict[str, str], accepted: int) -> dict[str, Any]:
+    """The inbox status once `accepted` deliveries were accepted and none waits."""
+    found: dict[str, Any] = {}
+
+    def done() -> bool:
+        found.update(inbox_status(folder, warehouse, env).get("default", {}))
+        return bool(found.get("accepted") == accepted and found.get("waiting") == 0)
+
+    wait_until(done, DEADLINE_S, f"{accepted} deliveries accepted and drained")
+    return found

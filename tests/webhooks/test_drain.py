@@ -1,0 +1,171 @@
+"""Draining the inbox into a real DuckDB warehouse from a sandbox over HTTP: just the records the
+deliveries name, once each, into the same tables and keys (the warehouse then equals the
+sandbox), the incremental cursors untouched, and deliveries marked done only once their load
+committed. The warehouse's lock: a load waits for a drain's brief hold, a drain never waits."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipelines.errors import AlreadyRunning
+from pipelines.reading import status
+from pipelines.signing_pipeline import load_incremental
+from pipelines.warehouse import Warehouse
+from pipelines.webhooks.drain import HOLD, drain_workspace
+from pipelines.webhooks.inbox import Delivery, Inbox
+from pipelines.workspaces import WorkspaceEntry
+from sandbox import RunningSandbox
+from sources.signing import RunControl
+from tests.support import (
+    FAST,
+    SandboxFactory,
+    admin,
+    client_for,
+    differences,
+    duplicate_keys,
+    new_key,
+    pointed_at,
+    served,
+)
+
+
+@pytest.fixture
+def loaded(make_sandbox: SandboxFactory, tmp_path: Path) -> tuple[RunningSandbox, Path]:
+    """A sandbox, and a warehouse that one incremental load made of it."""
+    running = make_sandbox(limits_enabled=False, shipments=120)
+    warehouse = tmp_path / "signing.duckdb"
+    with pointed_at(running):
+        load_incremental(warehouse, **FAST)
+    return running, warehouse
+
+
+def entry(running: RunningSandbox, key: str | None = None) -> WorkspaceEntry:
+    return WorkspaceEntry("default", running.base_url, key or running.api_key)
+
+
+def new_records(running: RunningSandbox) -> tuple[str, str]:
+    """A shipment sent and a contact created through the API: the changes to drain."""
+    with client_for(running) as api:
+        document = api.get("/documents", params={"limit": 1}).json()["data"][0]["id"]
+        recipient = {"name": "Ada Drain", "email": "ada.drain@example.com", "company": "Acme"}
+        shipment = api.post("/shipments", json={"document_id": document, "recipients": [recipient]})
+        contact = api.post("/contacts", json={"email": "grace.drain@example.com", "name": "Grace"})
+    return shipment.json()["data"]["id"], contact.json()["data"]["id"]
+
+
+def deliveries(running: RunningSandbox, shipment_id: str, contact_id: str) -> list[Delivery]:
+    """Three events for the shipment and two for the contact (a duplicate id among them)."""
+    workspace_id = running.store.workspace.id
+    named = [
+        ("shipment.sent", "shipments", shipment_id),
+        ("shipment.opened", "shipments", shipment_id),
+        ("shipment.signed", "shipments", shipment_id),
+        ("contact.created", "contacts", contact_id),
+        ("contact.created", "contacts", contact_id),
+    ]
+    return [
+        Delivery("default", f"dlv_{n}", workspace_id, event, kind, record_id)
+        for n, (event, kind, record_id) in enumerate(named)
+    ]
+
+
+def test_a_drain_reads_each_named_record_once_and_leaves_the_warehouse_equal_to_the_sandbox(
+    loaded: tuple[RunningSandbox, Path],
+) -> None:
+    running, path = loaded
+    warehouse = Warehouse.at(path)
+    cursors = status(warehouse).only.cursors
+    shipment_id, contact_id = new_records(running)
+    assert differences(path, running.store)  # the two changes are not loaded yet
+    inbox = Inbox.open(warehouse.webhooks_dir)
+    for each in deliveries(running, shipment_id, contact_id):
+        inbox.accept(each)
+    before = served(running)
+    result = drain_workspace(warehouse, entry(running), inbox, control=RunControl(), **FAST)
+    assert result.outcome == "completed", result.reason
+    # /me, then the shipment, its audit trail and its fields, and the contact: once each.
+    assert served(running) - before == 5
+    assert differences(path, running.store) == {}
+    assert duplicate_keys(path) == {}
+    with duckdb.connect(str(path), read_only=True) as db:
+        stream = db.execute(
+            "select delivery_id, event, shipment_id, contact_id from raw.webhook_deliveries"
+        ).fetchall()
+    assert sorted(stream) == [
+        ("dlv_0", "shipment.sent", shipment_id, None),
+        ("dlv_1", "shipment.opened", shipment_id, None),
+        ("dlv_2", "shipment.signed", shipment_id, None),
+        ("dlv_3", "contact.created", None, contact_id),
+        ("dlv_4", "contact.created", None, contact_id),
+    ]
+    assert inbox.waiting("default", 100) == []
+    assert status(warehouse).only.cursors == cursors  # the incremental load's, untouched
+
+
+def test_deliveries_wait_while_a_load_holds_the_warehouse(
+    loaded: tuple[RunningSandbox, Path],
+) -> None:
+    running, path = loaded
+    warehouse = Warehouse.at(path)
+    inbox = Inbox.open(warehouse.webhooks_dir)
+    waiting = deliveries(running, *new_records(running))
+    for each in waiting:
+        inbox.accept(each)
+    before = served(running)
+    with warehouse.exclusive():  # a scheduled load's hold
+        result = drain_workspace(warehouse, entry(running), inbox, control=RunControl(), **FAST)
+    assert result.outcome == "busy"
+    assert served(running) == before  # nothing asked while it could not load
+    assert inbox.waiting("default", 100) == waiting
+    assert drain_workspace(
+        warehouse, entry(running), inbox, control=RunControl(), **FAST
+    ).outcome == ("completed")
+    assert inbox.waiting("default", 100) == []
+
+
+def test_deliveries_wait_when_the_key_is_refused(loaded: tuple[RunningSandbox, Path]) -> None:
+    running, path = loaded
+    warehouse = Warehouse.at(path)
+    inbox = Inbox.open(warehouse.webhooks_dir)
+    waiting = deliveries(running, *new_records(running))
+    for each in waiting:
+        inbox.accept(each)
+    revoked = _revoked_key(running)
+    result = drain_workspace(warehouse, entry(running, revoked), inbox, control=RunControl())
+    assert result.outcome == "failed"
+    assert "401" in str(result.reason)
+    assert "\n" not in str(result.reason)
+    assert inbox.waiting("default", 100) == waiting
+    assert differences(path, running.store)  # nothing of theirs loaded
+
+
+def _revoked_key(running: RunningSandbox) -> str:
+    key = new_key(running, scopes=["read"])
+    admin(running, "POST", "/keys/revoke", {"key": key})
+    return key
+
+
+def test_a_load_waits_for_a_drains_brief_hold_and_a_drain_never_waits(tmp_path: Path) -> None:
+    warehouse = Warehouse.at(tmp_path / "signing.duckdb")
+    released = threading.Event()
+    taken: list[str] = []
+
+    def load() -> None:
+        with warehouse.exclusive():
+            taken.append("load" if released.is_set() else "load before the drain ended")
+
+    with warehouse.exclusive(brief=HOLD):
+        waiting = threading.Thread(target=load)
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive()  # the load waits instead of failing
+        released.set()
+    waiting.join()
+    assert taken == ["load"]
+    # A load's hold is not brief: a drain meeting it fails at once (and is tried again later).
+    with warehouse.exclusive(), pytest.raises(AlreadyRunning), warehouse.exclusive(brief=HOLD):
+        pass
