@@ -15,6 +15,7 @@ from dlt.pipeline.exceptions import PipelineStepFailed
 from rich.text import Text
 
 from pipelines import output, sandbox_command
+from pipelines.cli_common import build_models_or_fail, fail, warehouse_named
 from pipelines.cli_options import (
     AllowMassDeleteOption,
     CheckOption,
@@ -48,7 +49,7 @@ from pipelines.workspaces import WorkspaceEntry, choose, configured_workspaces
 from sources.signing import SigningAPIError, chosen_resources, parse_iso
 
 if TYPE_CHECKING:
-    from pipelines.models import ModelsResult
+    pass
 
 # dbt (pipelines.models) and the sandbox are imported where they are used: together they cost
 # seconds of start-up that `load --no-models` and `status` don't need.
@@ -79,20 +80,6 @@ def main(
     output.configure("json" if log_format == "json" else "text")
 
 
-def _warehouse(path: Path, destination: str = DEFAULT_DESTINATION) -> Warehouse:
-    """The warehouse the options name, or a one-line failure."""
-    try:
-        return Warehouse.at(path, destination)
-    except SigningEtlError as error:
-        raise fail(str(error)) from None
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print a one-line reason on stderr and leave with `code`."""
-    output.error(message)
-    return typer.Exit(code)
-
-
 @app.command()
 def load(
     duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
@@ -121,7 +108,7 @@ def load(
             parse_iso(since)
         except ValueError:
             raise fail(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)") from None
-    warehouse = _warehouse(duckdb, destination)
+    warehouse = warehouse_named(duckdb, destination)
     if parallel > 1 and not warehouse.takes_concurrent_writers:
         raise fail(
             "DuckDB takes one writer, so workspaces load one after another: --parallel needs "
@@ -143,7 +130,7 @@ def load(
     if signalled and not no_models:
         output.warning("the models are not built after a signal; the next run builds them")
     elif not no_models and any(load.result for load in loads):
-        _build_models(warehouse)  # after a stop on purpose too: marts of what is whole
+        build_models_or_fail(warehouse)  # after a stop on purpose too: marts of what is whole
     code = worst_exit_code(load.code for load in loads)
     if not several and code:
         _leave(loads[0])
@@ -183,24 +170,7 @@ def models(
     destination: WarehouseDestination = DEFAULT_DESTINATION,
 ) -> None:
     """Rebuild the dbt models (staging views, marts tables) on the loaded raw data."""
-    _build_models(_warehouse(duckdb, destination), select)
-
-
-def _build_models(warehouse: Warehouse, select: str | None = None) -> ModelsResult:
-    """Run dbt on the warehouse (its dbt target follows the destination); a failure is one line
-    on stderr and exit 1, and the raw data stays as loaded."""
-    from pipelines.models import build_models
-
-    try:
-        warehouse.check_for_models()
-        output.info("Building the models (dbt)…")
-        result = build_models(warehouse, select=select)
-    except SigningEtlError as error:
-        raise fail(f"models: {error}") from None
-    if not result.success:
-        raise fail(f"models failed (raw data is loaded and kept): {result.summary}")
-    output.info(result.summary)
-    return result
+    build_models_or_fail(warehouse_named(duckdb, destination), select)
 
 
 @app.command()
@@ -214,12 +184,12 @@ def demo(
     """Everything on a fresh machine, no key needed: sandbox, loads over simulated weeks,
     models, report; ends with the warehouse's path, the funnel and queries to try."""
     started = time.monotonic()
-    warehouse = _warehouse(duckdb)
+    warehouse = warehouse_named(duckdb)
     try:
         run_demo(warehouse, shipments=shipments, weeks=weeks, say=output.info)
     except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
         raise fail(failure_reason(error)) from None
-    _build_models(warehouse)
+    build_models_or_fail(warehouse)
     out.print(Text.assemble("\n", ("Warehouse:", "bold"), f" {printable(str(warehouse.path))}"))
     out.print(headline(warehouse))
     out.print(
@@ -253,7 +223,7 @@ def report(
     destination: WarehouseDestination = DEFAULT_DESTINATION,
 ) -> None:
     """Run the funnel notebook on the warehouse's marts and write a self-contained HTML report."""
-    path = _write_report(_warehouse(duckdb, destination), out_dir, workspace)
+    path = _write_report(warehouse_named(duckdb, destination), out_dir, workspace)
     out.print(path.resolve(), highlight=False, soft_wrap=True)
 
 
@@ -297,7 +267,7 @@ def status(
     exits 1 naming the workspaces not loaded within `--max-age-hours`."""
     if output_format not in ("table", "json"):
         raise fail("--format must be table or json")
-    warehouse = _warehouse(duckdb, destination)
+    warehouse = warehouse_named(duckdb, destination)
     try:
         found = read_warehouse_status(warehouse)
     except SigningEtlError as error:
@@ -338,7 +308,7 @@ def sql(
     if output_format not in ("table", "csv", "json"):
         raise fail("--format must be table, csv or json")
     try:
-        names, rows = _warehouse(duckdb, destination).read_only_query(query, limit + 1)
+        names, rows = warehouse_named(duckdb, destination).read_only_query(query, limit + 1)
     except SigningEtlError as error:
         raise fail(str(error)) from None
     except Exception as error:  # the database's own message, in one line

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from pipelines import output
+from pipelines.cli_common import build_models_or_fail, fail, warehouse_named
 from pipelines.erasure import ErasureResult, forget_person
 from pipelines.errors import failure_reason
 from pipelines.output import PlainTable
@@ -41,20 +42,19 @@ def forget(
     """Erase one person from every table of every workspace (contacts, recipients, filled-in
     values, the audit events they acted in), rebuild the models, and record the erasure as a
     keyed hash so that no later load brings them back. Needs SOURCES__SIGNING__PRIVACY__HASH_KEY."""
-    from pipelines import cli  # the command line's one-line failures and model builds
 
     if (email is None) == (contact_id is None):
-        raise cli.fail("name one person: --email ADDRESS or --contact-id ID")
-    warehouse = cli._warehouse(duckdb, destination)
+        raise fail("name one person: --email ADDRESS or --contact-id ID")
+    warehouse = warehouse_named(duckdb, destination)
     try:
         result = forget_person(warehouse, email=email, contact_id=contact_id, workspace=workspace)
     except Exception as error:  # ours, a missing setting, the database's own: one line
-        raise cli.fail(f"forget: {failure_reason(error)}") from None
+        raise fail(f"forget: {failure_reason(error)}") from None
     _print_erasure(result)
     if no_models:
         output.warning("the marts were dropped with the person's rows: run `signing-etl models`")
     else:
-        cli._build_models(warehouse)
+        build_models_or_fail(warehouse)
 
 
 def _print_erasure(result: ErasureResult) -> None:

@@ -28,13 +28,13 @@ from pipelines.load_steps import LoadSteps
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
 from pipelines.policy_change import PrivacyPlan, apply_privacy, prepare_privacy
 from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
-from pipelines.warehouse import DATASET, DEFAULT_WAREHOUSE, Warehouse
+from pipelines.warehouse import DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.ledger import Reconciliation
 from pipelines.workspace_state import (
     LEGACY_PIPELINE_NAME,
     adopt_legacy_state,
     forget_workspace,
-    pipeline_name_for,
+    make_pipeline,
 )
 from sources.signing import (
     Deletions,
@@ -127,24 +127,6 @@ class LoadResult:
             missed_by_webhooks=self.missed_by_webhooks,
             brought_by_webhooks=self.brought_by_webhooks,
         )
-
-
-def make_pipeline(
-    warehouse: Warehouse | Path, workspace_id: str, pipelines_dir: Path | None = None
-) -> dlt.Pipeline:
-    """The pipeline of one workspace (`pipeline_name_for`) into the warehouse; every
-    workspace's pipeline writes the one dataset `raw`."""
-    place = Warehouse.of(warehouse)
-    pipeline = dlt.pipeline(
-        pipeline_name=pipeline_name_for(workspace_id),
-        pipelines_dir=str(pipelines_dir or place.pipelines_dir),
-        destination=place.dlt_destination(),
-        dataset_name=DATASET,
-    )
-    # dlt's own handlers would abort normalize and load on a signal; `stop_on_signals` lets
-    # them finish instead, so that what was fetched is kept.
-    pipeline.config.runtime.intercept_signals = False
-    return pipeline
 
 
 def load_incremental(
@@ -328,8 +310,9 @@ def _run(
         deletions=decided,
         marked=marked,
     )
-    if ledger is not None:
-        ledger.account(result)
+    if ledger is not None:  # what the webhooks missed and brought, then their inbox settled
+        result.missed_by_webhooks, result.brought_by_webhooks = ledger.counts()
+        ledger.settle(result.exit_code == EXIT_DONE, info.loads_ids if info else [])
     record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     with pipeline.sql_client() as client:
         record_run(client, result.record(control.run_id))

@@ -16,13 +16,21 @@ import hashlib
 import re
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dlt
 from dlt.common.versioned_state import compress_state, decompress_state
 
 from pipelines.errors import LegacyStateError
-from pipelines.warehouse import SqlClient, columns_by_table, has_table, loaded_workspaces
+from pipelines.warehouse import (
+    DATASET,
+    SqlClient,
+    Warehouse,
+    columns_by_table,
+    has_table,
+    loaded_workspaces,
+)
 
 LEGACY_PIPELINE_NAME = "signing"
 PIPELINE_PREFIX = "signing_"
@@ -154,3 +162,21 @@ def forget_workspace(pipeline: dlt.Pipeline, workspace_id: str) -> dict[str, int
                 client.execute_sql(f"delete from {qualified} where {where}", *args)
                 deleted[table] = int(count[0][0]) if count else 0
     return {table: n for table, n in deleted.items() if n}
+
+
+def make_pipeline(
+    warehouse: Warehouse | Path, workspace_id: str, pipelines_dir: Path | None = None
+) -> dlt.Pipeline:
+    """The pipeline of one workspace (`pipeline_name_for`) into the warehouse; every
+    workspace's pipeline writes the one dataset `raw`."""
+    place = Warehouse.of(warehouse)
+    pipeline = dlt.pipeline(
+        pipeline_name=pipeline_name_for(workspace_id),
+        pipelines_dir=str(pipelines_dir or place.pipelines_dir),
+        destination=place.dlt_destination(),
+        dataset_name=DATASET,
+    )
+    # dlt's own handlers would abort normalize and load on a signal; `stop_on_signals` lets
+    # them finish instead, so that what was fetched is kept.
+    pipeline.config.runtime.intercept_signals = False
+    return pipeline

@@ -12,9 +12,10 @@ from typing import Annotated
 import typer
 
 from pipelines import output
+from pipelines.cli_common import fail, warehouse_named
 from pipelines.errors import SigningEtlError
 from pipelines.outcome import SIGNAL_BASE
-from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
+from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.receiver import DEFAULT_PORT, ReceiverSettings
 from pipelines.webhooks.secrets_file import SecretsFile
@@ -59,19 +60,6 @@ TargetOption = Annotated[
 ]
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print a one-line reason on stderr and leave with `code`."""
-    output.error(message)
-    return typer.Exit(code)
-
-
-def _warehouse(path: Path, destination: str = DEFAULT_DESTINATION) -> Warehouse:
-    try:
-        return Warehouse.at(path, destination)
-    except SigningEtlError as error:
-        raise fail(str(error)) from None
-
-
 def _entries(names: list[str] | None) -> list[WorkspaceEntry]:
     try:
         return choose(configured_workspaces(), names or [])
@@ -97,7 +85,7 @@ def subscribe_command(
 ) -> None:
     """Subscribe each workspace's receiver path to the service's events (needs a key with the
     `write` scope). Kept when its secret is held, replaced when the secret was lost."""
-    secrets = SecretsFile(_warehouse(duckdb).webhooks_dir)
+    secrets = SecretsFile(warehouse_named(duckdb).webhooks_dir)
     changes: list[Change] = []
     failed = []
     for entry in _entries(workspace):
@@ -113,7 +101,7 @@ def list_command(
     duckdb: WarehouseFile = DEFAULT_WAREHOUSE, workspace: WorkspacesOption = None
 ) -> None:
     """List each workspace's subscriptions at the service, and whether their secret is held."""
-    secrets = SecretsFile(_warehouse(duckdb).webhooks_dir)
+    secrets = SecretsFile(warehouse_named(duckdb).webhooks_dir)
     listed: list[Listed] = []
     failed = []
     for entry in _entries(workspace):
@@ -142,7 +130,7 @@ def unsubscribe_command(
     ] = None,
 ) -> None:
     """Remove subscriptions at the service (and, after a grace period, their secrets)."""
-    secrets = SecretsFile(_warehouse(duckdb).webhooks_dir)
+    secrets = SecretsFile(warehouse_named(duckdb).webhooks_dir)
     changes: list[Change] = []
     failed = []
     for entry in _entries(workspace):
@@ -199,7 +187,7 @@ def serve_command(
     inbox beside the warehouse, and drain them into it. Prints each workspace's local URL."""
     from pipelines.webhooks.service import WebhookReceiver  # the drains' dlt: only here
 
-    warehouse = _warehouse(duckdb, destination)
+    warehouse = warehouse_named(duckdb, destination)
     settings = ReceiverSettings(host, port, tolerance, max_body_bytes)
     try:
         receiver = WebhookReceiver(
@@ -235,7 +223,7 @@ def status_command(
     inbox and since when, and the last drain. Reads only the inbox, never the warehouse."""
     if output_format not in ("table", "json"):
         raise fail("--format must be table or json")
-    folder = _warehouse(duckdb).webhooks_dir
+    folder = warehouse_named(duckdb).webhooks_dir
     try:
         inbox = Inbox.existing(folder)
         found = inbox.status() if inbox else {}

@@ -18,20 +18,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dlt.sources import DltResource
 
 from pipelines.errors import WebhooksError
-from pipelines.outcome import EXIT_DONE
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.secrets_file import SecretsFile
 from pipelines.webhooks.stream import deliveries_resource
 from sources.signing import SyncContext, fingerprint
-
-if TYPE_CHECKING:  # signing_pipeline imports this module
-    from pipelines.signing_pipeline import LoadResult
 
 # The tables whose records deliveries name: a drain loads them, a poll compares them.
 RECORD_TABLES = ("shipments", "contacts")
@@ -133,15 +129,13 @@ class Reconciliation:
                 missed += 1
         return missed, brought
 
-    def account(self, result: LoadResult) -> None:
-        """After the poll's load committed: its counts on `result`; and when it ran to its end,
-        the deliveries it took are done and the digests of drains before its reach (where the
+    def settle(self, completed: bool, load_ids: list[str]) -> None:
+        """After the poll's load committed: when it ran to its end, the deliveries it took are
+        done (in the first of `load_ids`) and the digests of drains before its reach (where the
         next poll reads from) are no longer needed."""
-        result.missed_by_webhooks, result.brought_by_webhooks = self.counts()
-        if result.exit_code != EXIT_DONE:
+        if not completed:
             return
-        loads = result.load_info.loads_ids if result.load_info else []
-        self.inbox.mark_done(self.taken, loads[0] if loads else None)
+        self.inbox.mark_done(self.taken, load_ids[0] if load_ids else None)
         self.inbox.forget_drained(self.workspace_id, self.reach)
 
     def close(self) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
+from dlt.common.normalizers.naming.snake_case import NamingConvention
+
 # The dlt data types the tables use; `json` is for values whose structure is free-form.
 ColumnType = Literal["text", "bigint", "double", "bool", "timestamp", "json"]
 Columns = dict[str, ColumnType]
@@ -253,3 +255,15 @@ PERSONAL_COLUMNS: Final[dict[str, PersonalKind]] = {
     "contacts.notes": "text",
     "contacts__custom.value": "text",
 }
+
+
+_NAMING = NamingConvention()
+
+
+def column_name(field: str) -> str:
+    """The column dlt's default naming (snake_case) makes of an API field name (an empty or
+    blank name is `_empty` to dlt)."""
+    try:
+        return _NAMING.normalize_identifier(field)
+    except ValueError:
+        return "_empty"

@@ -21,11 +21,10 @@ from dlt.common.configuration import configspec, resolve_configuration
 from dlt.common.configuration.specs import BaseConfiguration
 from dlt.common.typing import TSecretStrValue
 
-from .columns import PERSONAL_COLUMNS, PersonalKind
+from .columns import PERSONAL_COLUMNS, PersonalKind, column_name
 from .errors import SourceConfigError, one_line
 from .paging import Record
 from .pseudonyms import key_id, keyed_hash, masked
-from .rows import column_name
 
 Action = Literal["keep", "hash", "mask", "drop"]
 ACTIONS: Final[tuple[Action, ...]] = get_args(Action)

@@ -24,15 +24,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from dlt.common.normalizers.naming.snake_case import NamingConvention
 
+from .columns import column_name
 from .errors import one_line
 from .paging import Record
 
 if TYPE_CHECKING:
     from .privacy import PrivacyPolicy
 
-_NAMING = NamingConvention()
 # Field warnings said in one run before the rest only count (a service could send thousands).
 MAX_FIELD_WARNINGS = 50
 # Objects nested deeper than this are not flattened into columns (dlt keeps them as JSON at
@@ -42,15 +41,6 @@ MAX_DEPTH = 3
 
 
 @lru_cache(maxsize=4096)
-def column_name(field: str) -> str:
-    """The column dlt's default naming (snake_case) makes of an API field name (an empty or
-    blank name is `_empty` to dlt)."""
-    try:
-        return _NAMING.normalize_identifier(field)
-    except ValueError:
-        return "_empty"
-
-
 class FieldGuard:
     """Keeps API fields off the columns that dlt and the source own (see the module's
     docstring), and says what it dropped once per run, table and field; thread-safe."""
