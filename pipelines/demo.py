@@ -43,7 +43,8 @@ EXAMPLE_QUERIES = (
     "  from marts.fct_time_to_sign where time_grain = 'document'\n"
     "  order by p90_hours_to_sign desc limit 10;",
     "-- the signers shipments are waiting on now, longest first\n"
-    "  select shipment_id, recipient_id, waiting_since from marts.fct_signer_waits\n"
+    "  select shipment_id, recipient_name, recipient_email, waiting_since\n"
+    "  from marts.fct_signer_waits\n"
     "  where is_waiting order by waiting_since limit 10;",
 )
 

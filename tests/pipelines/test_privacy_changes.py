@@ -30,6 +30,9 @@ from tests.support.privacy import (
 )
 from tests.support.truth import differences
 
+# About four minutes: each test loads, builds the models and rewrites the warehouse.
+pytestmark = pytest.mark.slow
+
 HEX = set("0123456789abcdef")
 
 

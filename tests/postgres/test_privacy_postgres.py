@@ -34,6 +34,9 @@ from tests.support.privacy import (
     scan_tables,
 )
 
+# About three minutes: a Postgres server, two policies loaded and modelled, a switch, forget.
+pytestmark = pytest.mark.slow
+
 
 @dataclass
 class OnPostgres:
