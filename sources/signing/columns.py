@@ -14,6 +14,7 @@ not listed here; `_fetch_seq` is declared where the resources are.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Final, Literal
 
 from dlt.common.normalizers.naming.snake_case import NamingConvention
@@ -260,6 +261,7 @@ PERSONAL_COLUMNS: Final[dict[str, PersonalKind]] = {
 _NAMING = NamingConvention()
 
 
+@lru_cache(maxsize=4096)  # asked for every field of every record: a few hundred names
 def column_name(field: str) -> str:
     """The column dlt's default naming (snake_case) makes of an API field name (an empty or
     blank name is `_empty` to dlt)."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -40,7 +39,6 @@ MAX_FIELD_WARNINGS = 50
 MAX_DEPTH = 3
 
 
-@lru_cache(maxsize=4096)
 class FieldGuard:
     """Keeps API fields off the columns that dlt and the source own (see the module's
     docstring), and says what it dropped once per run, table and field; thread-safe."""
