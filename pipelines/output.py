@@ -16,6 +16,7 @@ import re
 import sys
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from rich.console import Console
@@ -36,11 +37,32 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda found: found[0].encode("unicode_escape").decode(), text)
 
 
+# What a terminal would act on in a line of text: control characters but the line breaks and
+# tabs a multi-line message is made of.
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class _PlainConsole(Console):
+    """A console that writes the control characters of any text it is given (a workspace's
+    name, a path, a reason the service gave) as escapes, so that no value can move the cursor,
+    recolour the terminal or forge a line; renderables such as `PlainTable` escape their own."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        super().print(*map(_plain_text, objects), **options)
+
+
+def _plain_text(value: Any) -> Any:
+    if isinstance(value, str | Path):
+        text = str(value)
+        return _TERMINAL_CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
+    return value
+
+
 def _console(stderr: bool) -> Console:
-    """A console that reads no markup or emoji codes and highlights nothing in what it
-    prints: every value comes out as it is."""
+    """A console that reads no markup or emoji codes, highlights nothing and escapes control
+    characters in what it prints: every value comes out as it is."""
     terminal = (sys.stderr if stderr else sys.stdout).isatty()
-    return Console(
+    return _PlainConsole(
         stderr=stderr,
         width=None if terminal else _WIDE,
         soft_wrap=not terminal,
