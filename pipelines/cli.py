@@ -8,7 +8,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from dlt.pipeline.exceptions import PipelineStepFailed
@@ -47,9 +47,6 @@ from pipelines.webhooks.cli import webhooks_app
 from pipelines.workspace_loads import WorkspaceLoad, in_turns, load_workspaces
 from pipelines.workspaces import WorkspaceEntry, choose, configured_workspaces
 from sources.signing import SigningAPIError, chosen_resources, parse_iso
-
-if TYPE_CHECKING:
-    pass
 
 # dbt (pipelines.models) and the sandbox are imported where they are used: together they cost
 # seconds of start-up that `load --no-models` and `status` don't need.

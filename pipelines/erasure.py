@@ -64,6 +64,11 @@ class ErasureResult:
         if rows:
             self.changed[table] = self.changed.get(table, 0) + rows
 
+    def cannot_search(self, column: str) -> None:
+        """Say once (not once per workspace) that `column` could not be searched."""
+        if column not in self.unsearchable:
+            self.unsearchable.append(column)
+
 
 def forget_person(
     warehouse: Warehouse,
@@ -219,8 +224,8 @@ class _Erasing:
         if name not in self.existing.get(table, set()):
             return None
         found = self._condition(column, self.client.escape_column_name(name))
-        if found is None and column not in self.result.unsearchable:
-            self.result.unsearchable.append(column)
+        if found is None:
+            self.result.cannot_search(column)
         return found
 
     def _condition(self, column: str, quoted: str) -> tuple[str, list[Any]] | None:
@@ -361,7 +366,7 @@ class _Erasing:
         self.found["shipments"] = {str(shipment) for shipment, _ in sent}
         events = self.existing.get("audit_events", set())
         if "actor__name" in events and not self._names_comparable("shipments.owner_name"):
-            self.result.unsearchable.append("audit_events.actor__name")
+            self.result.cannot_search("audit_events.actor__name")
         elif "actor__name" in events:
             for shipment, name in sent:
                 if name is not None:

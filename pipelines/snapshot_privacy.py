@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pipelines.deletions import SNAPSHOTS_SCHEMA
+from pipelines.warehouse import columns_by_table
 from sources.signing import PrivacyPolicy
 from sources.signing.columns import TABLES
 from sources.signing.privacy import ERASED_COLUMNS, Action
@@ -74,14 +75,7 @@ AddressMatch = Callable[[str, str], tuple[str, list[Any]] | None]
 
 def snapshot_columns(client: Any) -> dict[str, set[str]]:
     """Every table of the snapshots schema with its column names; none before the models ran."""
-    rows = client.execute_sql(
-        "select table_name, column_name from information_schema.columns where table_schema = %s",
-        SNAPSHOTS_SCHEMA,
-    )
-    tables: dict[str, set[str]] = {}
-    for table, column in rows or []:
-        tables.setdefault(str(table), set()).add(str(column))
-    return tables
+    return columns_by_table(client, SNAPSHOTS_SCHEMA)
 
 
 def rewrite_versions(

@@ -13,7 +13,7 @@ from typing import Any
 
 from pipelines import output
 from pipelines.output import PlainTable
-from pipelines.reading import Status, WorkspaceStatus
+from pipelines.reading import RECENT_RUNS, Status, WorkspaceStatus
 from pipelines.run_records import RunRecord
 from pipelines.webhooks.views import webhooks_line
 from sources.signing import EVENTS_LIMIT
@@ -86,7 +86,7 @@ def _print_operator_view(workspaces: list[WorkspaceStatus], now: datetime) -> No
 
 
 def _print_recent_runs(workspaces: list[WorkspaceStatus], now: datetime) -> None:
-    runs = [(w, r) for w in workspaces for r in w.runs[:10]]
+    runs = [(w, r) for w in workspaces for r in w.runs[:RECENT_RUNS]]
     if not runs:
         return
     table = PlainTable("started", "workspace", "outcome", "requests", "429s", title="Recent runs")

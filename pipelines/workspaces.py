@@ -43,12 +43,6 @@ class WorkspaceEntry:
         return {"api_key": self.api_key, "base_url": self.base_url}
 
 
-def configured_names() -> list[str]:
-    """Names of the `[sources.signing.workspaces.<name>]` entries in every config provider
-    (the toml files, and the environment's `SOURCES__SIGNING__WORKSPACES__<NAME>__API_KEY`)."""
-    return list(_configured_entries())
-
-
 def _configured_entries() -> dict[str, dict[str, str]]:
     """Each named entry's settings, the environment first, then the providers in dlt's order:
     the first value of a field wins. An entry is read as a whole, never through a dotted key,

@@ -30,11 +30,11 @@ class LoadedWorkspace:
         return f"{self.name} ({self.id})" if self.name else self.id
 
 
-def columns_by_table(client: SqlClient) -> dict[str, set[str]]:
-    """Every table of the client's dataset with its column names."""
+def columns_by_table(client: SqlClient, schema: str | None = None) -> dict[str, set[str]]:
+    """Every table of the client's dataset (or of `schema`) with its column names."""
     rows = client.execute_sql(
         "select table_name, column_name from information_schema.columns where table_schema = %s",
-        client.dataset_name,
+        schema or client.dataset_name,
     )
     tables: dict[str, set[str]] = {}
     for table, column in rows or []:
