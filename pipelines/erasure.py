@@ -38,6 +38,9 @@ from sources.signing import PrivacyPolicy, configured_privacy
 from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE
 from sources.signing.pseudonyms import normalised
 
+# Conditions (of two or three values each) ORed into one statement by `_clear_any`.
+CONDITIONS_PER_STATEMENT = 200
+
 
 class ErasureRefused(SigningEtlError):
     """The person cannot be named or found as asked (an unknown or ambiguous contact id)."""
@@ -295,6 +298,15 @@ class _Erasing:
             changes = ", ".join(f"{self.client.escape_column_name(c)} = null" for c in present)
             self._update(table, changes, where, arguments)
 
+    def _clear_any(self, table: str, conditions: list[tuple[str, list[Any]]]) -> None:
+        """`_clear` of the rows any of `conditions` finds, a few hundred to a statement (a
+        sender of thousands of shipments costs a handful of statements, not one each). The
+        conditions must find disjoint rows: each statement counts what it clears."""
+        for start in range(0, len(conditions), CONDITIONS_PER_STATEMENT):
+            chunk = conditions[start : start + CONDITIONS_PER_STATEMENT]
+            where = " or ".join(f"({condition})" for condition, _ in chunk)
+            self._clear(table, where, [value for _, values in chunk for value in values])
+
     def _recipients(self) -> list[tuple[str, str, Any]]:
         """Clear the person's places among the recipients; (shipment id, recipient id, the
         name as stored) of each."""
@@ -341,13 +353,15 @@ class _Erasing:
             return
         comparable = self._names_comparable("shipments__recipients.name")
         named = "actor__name" in self.existing["audit_events"]
+        conditions: list[tuple[str, list[Any]]] = []
         for shipment, recipient, name in recipients:
             where = "shipment_id = %s and recipient_id = %s"
             arguments: list[Any] = [shipment, recipient]
             if named and comparable and name is not None:
                 where += " and (actor__name is null or actor__name = %s)"
                 arguments.append(name)
-            self._clear("audit_events", where, arguments)
+            conditions.append((where, arguments))
+        self._clear_any("audit_events", conditions)
 
     def _sender(self) -> None:
         """Where the person sent shipments: no sender's name and address, and no actor in
@@ -368,8 +382,7 @@ class _Erasing:
         if "actor__name" in events and not self._names_comparable("shipments.owner_name"):
             self.result.cannot_search("audit_events.actor__name")
         elif "actor__name" in events:
-            for shipment, name in sent:
-                if name is not None:
-                    acted = "shipment_id = %s and actor__name = %s"
-                    self._clear("audit_events", acted, [shipment, name])
+            acted = "shipment_id = %s and actor__name = %s"
+            conditions = [(acted, [shipment, name]) for shipment, name in sent if name is not None]
+            self._clear_any("audit_events", conditions)
         self._clear("shipments", where, arguments)
