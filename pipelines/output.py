@@ -28,18 +28,22 @@ LOGGER = logging.getLogger("signing_etl")
 _WIDE = 10_000
 
 
-# C0 and C1 control characters and DEL; tabs are kept.
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# What could change how a line reads on a terminal or in a log: C0 and C1 control characters
+# and DEL (tabs are kept), the Unicode line and paragraph separators, and the invisible
+# formatting characters (bidirectional overrides, zero widths, the byte order mark).
+_INVISIBLE = r"\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+_CONTROL = re.compile(rf"[\x00-\x08\x0a-\x1f\x7f-\x9f{_INVISIBLE}]")
+# The same but the line breaks a multi-line message printed on a terminal is made of.
+_TERMINAL_CONTROL = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return found[0].encode("unicode_escape").decode()
 
 
 def printable(text: str) -> str:
     """`text` with every control character written as its escape (`\\n`, `\\x1b`, ...)."""
-    return _CONTROL.sub(lambda found: found[0].encode("unicode_escape").decode(), text)
-
-
-# What a terminal would act on in a line of text: control characters but the line breaks and
-# tabs a multi-line message is made of.
-_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+    return _CONTROL.sub(_escaped, text)
 
 
 class _PlainConsole(Console):
@@ -53,8 +57,7 @@ class _PlainConsole(Console):
 
 def _plain_text(value: Any) -> Any:
     if isinstance(value, str | Path):
-        text = str(value)
-        return _TERMINAL_CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
+        return _TERMINAL_CONTROL.sub(_escaped, str(value))
     return value
 
 
@@ -130,7 +133,10 @@ class _JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update(getattr(record, "fields", {}) or {})
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        # JSON escapes C0 itself; what a terminal or a log viewer would still act on, it is
+        # told to escape too, so the line decodes to the same values.
+        line = json.dumps(entry, default=str, ensure_ascii=False)
+        return _CONTROL.sub(lambda found: f"\\u{ord(found[0]):04x}", line)
 
 
 RunContext = tuple[str | None, str | None]  # a run's id, and its workspace's configured name
