@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dlt.pipeline.exceptions import PipelineStepFailed
@@ -56,7 +56,6 @@ class DrainResult:
     outcome: str  # completed, stopped, failed, or busy (a load held the warehouse)
     deliveries: int = 0  # deliveries loaded and marked done
     records: int = 0  # shipments and contacts read
-    rows: dict[str, int] = field(default_factory=dict)
     requests: int = 0
     reason: str | None = None
 
@@ -168,7 +167,6 @@ def _load(
         pipeline = make_pipeline(warehouse, workspace_id, folder)
         steps = LoadSteps()
         info = steps.run(pipeline, source, control.stats)
-        result.rows = steps.rows
         record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     inbox.remember_drained(workspace_id, seen.digests)
     result.records = sum(len(ids) for ids in named.values())

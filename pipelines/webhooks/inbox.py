@@ -75,6 +75,8 @@ create table if not exists drains (
     requests integer not null,
     reason text
 );
+-- status reads each workspace's last drain among a week of them (one every 30 s or so)
+create index if not exists drains_by_start on drains (workspace, started_at);
 """
 
 

@@ -106,12 +106,6 @@ def check_signature(timestamp: str, body: bytes, header: str, secrets: Sequence[
         raise Refusal("bad_signature")
 
 
-def sign(secret: str, timestamp: str, body: bytes) -> str:
-    """The `X-Service-Signature` a sender puts on `body` (for the demo and the benchmark)."""
-    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
-    return SIGNATURE_SCHEME + digest.hexdigest()
-
-
 def _payload(body: bytes) -> dict[str, Any]:
     try:
         payload = orjson.loads(body)
