@@ -15,7 +15,7 @@ from typing import Any
 
 import dlt
 
-from pipelines.warehouse import SqlClient, columns_by_table
+from pipelines.warehouse import SqlClient, columns_by_table, ensure_table
 from sources.signing import CHILD_TABLES, DELETABLE_TABLES, DELETED_AT, TableDeletions
 
 # dbt's snapshots of the records (models/snapshots): their history goes too on a hard delete,
@@ -180,10 +180,7 @@ class _Statements:
     def _add_column(self, table: str) -> None:
         """A table dlt has not widened yet (its warehouse predates `_deleted_at`)."""
         if DELETED_AT not in self.tables[table]:
-            qualified = self.client.make_qualified_table_name(table)
-            self.client.execute_sql(
-                f"alter table {qualified} add column {DELETED_AT} timestamp with time zone"
-            )
+            ensure_table(self.client, table, {DELETED_AT: "timestamp with time zone"})
             self.tables[table].add(DELETED_AT)
 
     def _remove_history(self, chunk: list[str]) -> None:

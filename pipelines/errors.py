@@ -4,10 +4,14 @@ it as it is (and catch the base, not a list of classes)."""
 
 from __future__ import annotations
 
+import duckdb
+import psycopg
+import psycopg2
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
+from dlt.destinations.exceptions import DatabaseException
 from dlt.pipeline.exceptions import PipelineStepFailed
 
-from sources.signing import SigningAPIError
+from sources.signing import PrivacyConfigError, SigningAPIError
 
 
 class SigningEtlError(Exception):
@@ -60,6 +64,23 @@ class QueryRefused(SigningEtlError):
     """A query given to `signing-etl sql` is not one read-only statement."""
 
     RULE = "sql runs exactly one read-only statement (select, with, values, explain)"
+
+
+# What a run may end with as a recorded outcome and one line, not a bug's traceback: ours, the
+# service's, a setting missing or wrong, a failed dlt step, the database's own errors (a server
+# that stopped, a conflict) and the machine's (a full disk, a folder that cannot be written).
+EXPECTED_FAILURES: tuple[type[BaseException], ...] = (
+    SigningEtlError,
+    SigningAPIError,
+    ConfigFieldMissingException,
+    PrivacyConfigError,
+    PipelineStepFailed,
+    DatabaseException,
+    psycopg2.Error,
+    psycopg.Error,
+    duckdb.Error,
+    OSError,
+)
 
 
 def failure_reason(error: BaseException) -> str:

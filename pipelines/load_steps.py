@@ -13,7 +13,7 @@ from typing import Any
 import dlt
 from dlt.common.pipeline import ExtractInfo, LoadInfo
 
-from pipelines.warehouse import LoadFileFormat
+from pipelines.warehouse import LoadFileFormat, ensure_datasets
 from sources.signing import RunStats
 
 # One lock per destination for the load step of workspaces loading side by side in this
@@ -32,6 +32,7 @@ class LoadSteps:
     seconds: dict[str, float] = field(default_factory=dict)
 
     def run(self, pipeline: dlt.Pipeline, source: Any, stats: RunStats) -> LoadInfo:
+        ensure_datasets(pipeline)  # never by dlt's plain `create schema`: runs collide there
         pipeline.sync_destination()  # as `pipeline.run` does: the newer of the two states
         if pipeline.has_pending_data:
             # An earlier run stopped between fetching and loading (killed, the disk full):

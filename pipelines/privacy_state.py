@@ -7,7 +7,6 @@ load honours. Both are written with plain SQL through dlt's SQL client, like the
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from pipelines.warehouse import SqlClient, columns_by_table
+from pipelines.warehouse import SqlClient, columns_by_table, ensure_table
 from sources.signing import PrivacyPolicy, describe_policy
 
 POLICY_TABLE = "_signing_privacy"
@@ -33,9 +32,6 @@ ERASURE_COLUMNS = {
     "erased_at": "timestamp with time zone",
     "changed_rows": "varchar",
 }
-# Two loads side by side in one process must not both create a table: Postgres's catalog
-# collides (see `signing_pipeline._LOAD_STEP_LOCKS`).
-CREATING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -138,9 +134,4 @@ def record_erasure(client: Any, erasure: Erasure) -> None:
 
 def _created(client: Any, name: str, columns: Mapping[str, str]) -> str:
     """The qualified name of one of these tables, created when it does not exist yet."""
-    table: str = client.make_qualified_table_name(name)
-    with CREATING:
-        client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
-        listed = ", ".join(f"{column} {kind}" for column, kind in columns.items())
-        client.execute_sql(f"create table if not exists {table} ({listed})")
-    return table
+    return ensure_table(client, name, columns)

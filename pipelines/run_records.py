@@ -17,7 +17,7 @@ import dlt
 import orjson
 
 from pipelines.outcome import Outcome
-from pipelines.warehouse import SqlClient, columns_by_table
+from pipelines.warehouse import SqlClient, columns_by_table, ensure_table
 
 RUNS_TABLE = "_signing_runs"
 INCOMPLETE_SHIPMENTS_TABLE = "_signing_incomplete_shipments"
@@ -117,15 +117,8 @@ def record_run(client: Any, record: RunRecord) -> None:
     Tables written by earlier versions were loaded by dlt and carry its `_dlt_load_id` and
     `_dlt_id` columns (not null); rows added here fill them with the run's id."""
     values = record.to_row()
-    table = client.make_qualified_table_name(RUNS_TABLE)
-    client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
-    columns = ", ".join(f"{name} {kind}" for name, kind in RUN_COLUMNS.items())
-    client.execute_sql(f"create table if not exists {table} ({columns})")
-    existing = columns_by_table(client).get(RUNS_TABLE, set())
-    for name, kind in RUN_COLUMNS.items():
-        if name not in existing:
-            client.execute_sql(f"alter table {table} add column {name} {kind}")
-    if "_dlt_id" in existing:
+    table = ensure_table(client, RUNS_TABLE, RUN_COLUMNS)
+    if "_dlt_id" in columns_by_table(client).get(RUNS_TABLE, set()):
         values["_dlt_load_id"] = record.run_id
         values["_dlt_id"] = uuid.uuid4().hex
     names = ", ".join(values)
@@ -149,10 +142,10 @@ def record_incomplete_shipments(
     """Replace the workspace's list of shipments whose children are not all loaded yet."""
     ids = sorted(set(shipment_ids))
     with pipeline.sql_client() as client:
-        table = client.make_qualified_table_name(INCOMPLETE_SHIPMENTS_TABLE)
-        client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
-        client.execute_sql(
-            f"create table if not exists {table} (workspace_id varchar, shipment_id varchar)"
+        table = ensure_table(
+            client,
+            INCOMPLETE_SHIPMENTS_TABLE,
+            {"workspace_id": "varchar", "shipment_id": "varchar"},
         )
         client.execute_sql(f"delete from {table} where workspace_id = %s", workspace_id)
         for start in range(0, len(ids), 1000):

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import dlt
-from dlt.common.configuration.exceptions import ConfigFieldMissingException
 from dlt.common.pipeline import LoadInfo
 
 from pipelines.deletions import PipelineRecords, mark_deletions
@@ -42,7 +41,6 @@ from sources.signing import (
     RunControl,
     RunStats,
     RunStopped,
-    SigningAPIError,
     SyncContext,
     TableDeletions,
     chosen_resources,
@@ -154,41 +152,86 @@ def load_incremental(
     place = Warehouse.of(warehouse)
     options = options or LoadOptions()
     control = control or RunControl()
-    started = datetime.now(UTC)
-    workspace: tuple[str | None, str | None] = (None, workspace_name)
+    account = _RunAccount(place, control, workspace_name)
     try:
         with contextlib.ExitStack() as held:
             held.enter_context(place.writer())
             held.enter_context(stop_on_signals(control))
-            try:
-                connection = connect(
-                    since=options.since,
-                    max_requests=options.max_requests,
-                    reconcile=options.reconcile,
-                    allow_mass_delete=options.allow_mass_delete,
-                    control=control,
-                    **source_settings,
-                )
-                workspace_id = connection.workspace_id
-                workspace = (workspace_id, workspace_name)
-                folder = held.enter_context(place.workspace_session(workspace_id))
-                privacy = prepare_privacy(
-                    place, connection.privacy, workspace_id, options.full_refresh
-                )
-                pipeline = _workspace_pipeline(place, workspace_id, folder, options.full_refresh)
-            except (SigningEtlError, SigningAPIError, ConfigFieldMissingException) as error:
-                _record_before_pipeline(place, control, started, workspace, error)
-                raise
+            connection = connect(
+                since=options.since,
+                max_requests=options.max_requests,
+                reconcile=options.reconcile,
+                allow_mass_delete=options.allow_mass_delete,
+                control=control,
+                **source_settings,
+            )
+            workspace_id = account.workspace_id = connection.workspace_id
+            folder = held.enter_context(place.workspace_session(workspace_id))
+            privacy = prepare_privacy(place, connection.privacy, workspace_id, options.full_refresh)
+            pipeline = account.pipeline = _workspace_pipeline(
+                place, workspace_id, folder, options.full_refresh
+            )
             source = _source_for(connection, pipeline, options, control, (place, privacy))
+            started = account.started
             ledger = (
                 None if options.resources else Reconciliation.of_poll(place, connection, started)
             )
             if ledger is not None:
                 held.callback(ledger.close)
                 ledger.watch(source)
-            return _run(pipeline, source, control, started, workspace, connection.deletions, ledger)
+            workspace = (workspace_id, workspace_name)
+            result = _run(
+                pipeline, source, control, started, workspace, connection.deletions, ledger
+            )
+            account.recorded = True
+            return result
+    except Exception as error:
+        account.record_failure(error)
+        raise
     finally:
         control.finish()
+
+
+class _RunAccount:
+    """The one place a run's record is written when it ends early: whatever ended it (a refused
+    key, a database error, a full disk, a bug), the failed run is recorded where `status`
+    reads, through the workspace's pipeline when it exists, else through the warehouse."""
+
+    def __init__(self, warehouse: Warehouse, control: RunControl, name: str | None) -> None:
+        self.warehouse = warehouse
+        self.control = control
+        self.workspace_name = name
+        self.workspace_id: str | None = None
+        self.pipeline: dlt.Pipeline | None = None
+        self.started = datetime.now(UTC)
+        self.recorded = False
+
+    def record_failure(self, error: BaseException) -> None:
+        """Record the run as ended by `error`, unless it is recorded already or nothing can
+        take the record: a warehouse that is itself what failed, or one never loaded (a first
+        run that fails leaves nothing behind)."""
+        if self.recorded:
+            return
+        self.recorded = True
+        code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
+        ended = LoadResult(
+            started_at=self.started,
+            finished_at=datetime.now(UTC),
+            stats=self.control.stats,
+            stopped=failure_reason(error),
+            exit_code=code,
+            workspace_id=self.workspace_id,
+            workspace_name=self.workspace_name,
+        )
+        record = ended.record(self.control.run_id)
+        if self.pipeline is not None:
+            with contextlib.suppress(Exception), self.pipeline.sql_client() as client:
+                record_run(client, record)  # the warehouse itself may be what failed
+            return
+        if isinstance(error, WarehouseError) or not self.warehouse.loaded_before():
+            return
+        with contextlib.suppress(Exception), self.warehouse.sql_client() as client:
+            record_run(client, record)
 
 
 def _source_for(
@@ -215,33 +258,6 @@ def _source_for(
                 "(--full-refresh starts again from --since)"
             )
     return source
-
-
-def _record_before_pipeline(
-    warehouse: Warehouse,
-    control: RunControl,
-    started: datetime,
-    workspace: tuple[str | None, str | None],
-    error: BaseException,
-) -> None:
-    """Record a run that ended before its pipeline existed (a refused key, a service that does
-    not answer, a setting found wrong) in the warehouse, so that `status` shows it. A warehouse
-    never loaded is left as it was (nothing at all), and one that is itself what failed cannot
-    take the record."""
-    code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
-    ended = LoadResult(
-        started_at=started,
-        finished_at=datetime.now(UTC),
-        stats=control.stats,
-        stopped=failure_reason(error),
-        exit_code=code,
-        workspace_id=workspace[0],
-        workspace_name=workspace[1],
-    )
-    if isinstance(error, WarehouseError) or not warehouse.loaded_before():
-        return  # no warehouse to account in yet (a first run leaves nothing behind)
-    with contextlib.suppress(Exception), warehouse.sql_client() as client:
-        record_run(client, ended.record(control.run_id))
 
 
 def _workspace_pipeline(
@@ -273,22 +289,8 @@ def _run(
     `ledger` counted."""
     workspace_id, workspace_name = workspace
     stats = control.stats
-    try:
-        steps = LoadSteps()
-        info = steps.run(pipeline, source, control.stats)
-    except Exception as error:
-        failed = LoadResult(
-            started_at=started,
-            finished_at=datetime.now(UTC),
-            stats=stats,
-            stopped=failure_reason(error),
-            exit_code=EXIT_FAILED,
-            workspace_id=workspace_id,
-            workspace_name=workspace_name,
-        )
-        with contextlib.suppress(Exception), pipeline.sql_client() as client:
-            record_run(client, failed.record(control.run_id))  # the warehouse may have failed
-        raise
+    steps = LoadSteps()
+    info = steps.run(pipeline, source, control.stats)
     reason = control.reason
     decided = deletions.decide()
     marked = mark_deletions(

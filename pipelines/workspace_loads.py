@@ -16,14 +16,13 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
-from dlt.pipeline.exceptions import PipelineStepFailed
 
-from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
+from pipelines.errors import EXPECTED_FAILURES, WarehouseError, failure_reason
 from pipelines.outcome import EXIT_FAILED, Outcome, is_signal
 from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental, stop_on_signals
 from pipelines.warehouse import Warehouse
 from pipelines.workspaces import WorkspaceEntry
-from sources.signing import PrivacyConfigError, RunControl, RunStopped, SigningAPIError
+from sources.signing import PrivacyConfigError, RunControl, RunStopped
 
 
 @dataclass
@@ -90,7 +89,7 @@ def load_workspace(
         return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error), fatal=True)
     except RunStopped as error:  # at the first request: nothing fetched, nothing written
         return WorkspaceLoad(entry, error.exit_code, str(error))
-    except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
+    except EXPECTED_FAILURES as error:  # recorded by the run; here its one line
         return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error))
     seconds = time.monotonic() - started
     return WorkspaceLoad(entry, result.exit_code, result.stopped, result, seconds)

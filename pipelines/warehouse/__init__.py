@@ -33,6 +33,7 @@ from ._catalog import (
     loaded_workspaces,
     tables_in,
 )
+from ._ddl import catalog_changes, ensure_datasets, ensure_table
 from ._lock import held_lock
 from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
 from ._postgres import POSTGRES, read_only_statement
@@ -55,7 +56,10 @@ __all__ = [
     "LoadedWorkspace",
     "SqlClient",
     "Warehouse",
+    "catalog_changes",
     "columns_by_table",
+    "ensure_datasets",
+    "ensure_table",
     "has_table",
     "loaded_workspaces",
     "tables_in",

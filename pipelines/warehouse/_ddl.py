@@ -1,0 +1,84 @@
+"""Creating the warehouse's shared schemas and the project's own tables, safely when several runs
+(threads of one process, processes, hosts) do it at once.
+
+PostgreSQL's `create schema if not exists` and `create table if not exists` are not safe against
+themselves: two sessions creating the same name at once collide in the catalog
+(`UniqueViolation` on `pg_namespace_nspname_index` or `pg_type_typname_nsp_index`). So every such
+statement of ours runs inside `catalog_changes`, which holds one advisory lock of the database
+for its transaction (released at commit, or when the session dies); DuckDB takes one writer
+process, and a lock of this process covers its threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+# The advisory lock every creation of a shared schema or table of ours takes (an arbitrary
+# constant of 64 bits: the bytes of "sgnetl01").
+CATALOG_LOCK_KEY = int.from_bytes(b"sgnetl01", "big", signed=True)
+_IN_PROCESS = threading.RLock()
+
+
+def is_postgres(client: Any) -> bool:
+    """Whether `client` is dlt's SQL client of a PostgreSQL database."""
+    return type(client).__name__ == "Psycopg2SqlClient"
+
+
+@contextlib.contextmanager
+def catalog_changes(client: Any) -> Iterator[None]:
+    """Hold the warehouse's lock for creating and widening shared schemas and tables while the
+    block runs: on PostgreSQL, a transaction holding the advisory lock (the block's statements
+    commit with it); elsewhere, a lock of this process."""
+    with _IN_PROCESS:
+        if not is_postgres(client):
+            yield
+            return
+        if not client.native_connection.autocommit:  # in the caller's transaction: held to its end
+            client.execute_sql("select pg_advisory_xact_lock(%s)", CATALOG_LOCK_KEY)
+            yield
+            return
+        with client.begin_transaction():
+            client.execute_sql("select pg_advisory_xact_lock(%s)", CATALOG_LOCK_KEY)
+            yield
+
+
+def ensure_schemas(client: Any, schemas: list[str]) -> None:
+    """Create the schemas (quoted names of `client`'s database) that do not exist yet."""
+    with catalog_changes(client):
+        for schema in schemas:
+            client.execute_sql(f"create schema if not exists {schema}")
+
+
+def ensure_table(client: Any, name: str, columns: Mapping[str, str]) -> str:
+    """The qualified name of one of the project's own tables of the client's dataset, created
+    (schema too) or widened to `columns` (name -> SQL type) first when it is not yet so."""
+    table: str = client.make_qualified_table_name(name)
+    with catalog_changes(client):
+        client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
+        listed = ", ".join(f"{column} {kind}" for column, kind in columns.items())
+        client.execute_sql(f"create table if not exists {table} ({listed})")
+        rows = client.execute_sql(
+            "select column_name from information_schema.columns "
+            "where table_schema = %s and table_name = %s",
+            client.dataset_name,
+            name,
+        )
+        existing = {str(row[0]) for row in rows or []}
+        for column, kind in columns.items():
+            if column not in existing:
+                client.execute_sql(f"alter table {table} add column {column} {kind}")
+    return table
+
+
+def ensure_datasets(pipeline: Any) -> None:
+    """Create a pipeline's dataset and its staging dataset before dlt's steps, under the lock:
+    dlt creates a missing one with a plain `create schema`, which collides with a run doing the
+    same in another session."""
+    with pipeline.sql_client() as client:
+        names = [client.fully_qualified_dataset_name()]
+        with client.with_staging_dataset():
+            names.append(client.fully_qualified_dataset_name())
+        ensure_schemas(client, names)
