@@ -97,7 +97,7 @@ def run_load(
 
 
 def _ours(warehouse: Path, base_url: str, api_key: str, workers: int) -> dict[str, Any]:
-    from pipelines.signing_pipeline import load_incremental
+    from pipelines.load.run import load_incremental
 
     started = time.perf_counter()
     result = load_incremental(

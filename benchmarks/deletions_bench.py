@@ -7,7 +7,7 @@ shipments, against the sandbox over loopback with its limits off.
 
 The warehouse side is real: a DuckDB warehouse that dlt loaded with every shipment's id (the
 rows the check reads; their other columns do not change what it costs), read through the
-pipeline's own connection as a load reads it (`pipelines.deletions.PipelineRecords`). The
+pipeline's own connection as a load reads it (`pipelines.raw.deletions.PipelineRecords`). The
 source side is the source's own reconciliation (`sources.signing.reconcile`) on a real
 connection, so the figures are the requests it sends and the wall time it takes, the
 warehouse's reads included. No record is deleted: the full pass finds nothing, which costs
@@ -25,7 +25,7 @@ from typing import Any
 
 import dlt
 
-from pipelines.deletions import PipelineRecords
+from pipelines.raw.deletions import PipelineRecords
 from sandbox import RunningSandbox, SandboxConfig
 from sources.signing import RunControl, connect
 from sources.signing.reconcile import reconcile

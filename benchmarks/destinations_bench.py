@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipelines.models import build_models
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.modeling.build import build_models
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support.postgres import PostgresServer, running_postgres

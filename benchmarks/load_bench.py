@@ -37,7 +37,7 @@ import httpx
 
 from benchmarks.child import DEFAULT_WORKERS, run_load
 from pipelines.environment import environment_set, source_environment
-from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.load.run import LoadResult, load_incremental
 from sandbox import PLAN_REQUESTS_PER_MINUTE, RunningSandbox, SandboxConfig, Store
 
 START_MS = 1_767_225_600_000

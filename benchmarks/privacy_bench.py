@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.environment import environment_set
-from pipelines.erasure import forget_person
-from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.load.run import LoadResult, load_incremental
+from pipelines.privacy.erasure import forget_person
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 

@@ -39,12 +39,12 @@ import duckdb
 import httpx
 
 from benchmarks.load_bench import START_MS, snapshot
+from pipelines.configuration import WorkspaceEntry
 from pipelines.environment import environment_set, source_environment
-from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.load.run import LoadResult, load_incremental
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.secrets_file import SecretsFile
 from pipelines.webhooks.subscriptions import subscribe
-from pipelines.workspaces import WorkspaceEntry
 from sandbox import RunningSandbox, SandboxConfig
 
 

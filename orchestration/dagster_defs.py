@@ -21,7 +21,7 @@ from dagster_dlt import DagsterDltResource
 from orchestration.ingestion import raw_assets, raw_freshness
 from orchestration.modeling import dbt_executable, dbt_project, model_assets, prepare
 from orchestration.resources import SigningWarehouse
-from pipelines.workspaces import configured_workspaces
+from pipelines.configuration import configured_workspaces
 from sources.signing import RESOURCES
 
 WORKSPACE_TAG = "signing/workspace"

@@ -32,13 +32,13 @@ from dlt.extract.source import DltSource
 
 import sources.signing as signing
 from orchestration.resources import WAREHOUSE_POOL, SigningWarehouse
+from pipelines.configuration import WorkspaceEntry, choose, configured_workspaces
 from pipelines.errors import SigningEtlError
+from pipelines.load.run import LoadResult
+from pipelines.load.workspaces import WorkspaceLoad, load_workspace
 from pipelines.outcome import Outcome
-from pipelines.reading import status
-from pipelines.signing_pipeline import LoadResult
+from pipelines.status.read import read_status
 from pipelines.warehouse import DEFAULT_DESTINATION, Warehouse
-from pipelines.workspace_loads import WorkspaceLoad, load_workspace
-from pipelines.workspaces import WorkspaceEntry, choose, configured_workspaces
 from sources.signing import RESOURCES
 
 # The dlt source's name and the dbt source's: the raw assets are `signing/<table>`.
@@ -284,7 +284,7 @@ def last_loaded(warehouse: Warehouse, names: Sequence[str]) -> dict[str, datetim
     """When each configured workspace last loaded (completed, or stopped with rows), from the
     warehouse's run records; None for one that never did or a warehouse not loaded yet."""
     try:
-        found = status(warehouse).by_configured_name()
+        found = read_status(warehouse).by_configured_name()
     except SigningEtlError:
         found = {}
     last: dict[str, datetime | None] = {}

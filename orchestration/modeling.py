@@ -20,7 +20,7 @@ from dagster_dbt import (
 )
 
 from orchestration.resources import WAREHOUSE_POOL, SigningWarehouse
-from pipelines.models import PROJECT_DIR
+from pipelines.modeling.build import PROJECT_DIR
 
 
 def dbt_executable() -> str:

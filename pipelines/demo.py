@@ -9,17 +9,30 @@ notebook exists.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Annotated
 
 import httpx
+import typer
+from dlt.pipeline.exceptions import PipelineStepFailed
+from rich.text import Text
 
+from pipelines.console import output
+from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.output import printable
+from pipelines.console.tables import out
 from pipelines.environment import environment_set, source_environment
-from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.errors import SigningEtlError, failure_reason
+from pipelines.load.run import LoadResult, load_incremental
+from pipelines.modeling.cli import build_models_or_fail
+from pipelines.report.cli import write_report_or_fail
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.demo import WebhookTrip, webhook_step
+from sources.signing import SigningAPIError
 
 DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
@@ -142,4 +155,36 @@ def _line(result: LoadResult) -> str:
     return (
         f"  {rows:,} rows, {marked:,} deleted records found, {result.stats.requests:,} "
         f"requests, {result.stats.throttled} 429s, {result.seconds:.1f} s"
+    )
+
+
+def demo_command(
+    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file to (re)create.")] = (
+        DEMO_WAREHOUSE
+    ),
+    shipments: Annotated[int, typer.Option(min=10, help="Shipments of history.")] = 3_000,
+    weeks: Annotated[int, typer.Option(min=0, max=12, help="Simulated weeks.")] = 4,
+) -> None:
+    """Everything on a fresh machine, no key needed: sandbox, loads over simulated weeks,
+    models, report; ends with the warehouse's path, the funnel and queries to try."""
+    started = time.monotonic()
+    warehouse = warehouse_named(duckdb)
+    try:
+        run_demo(warehouse, shipments=shipments, weeks=weeks, say=output.info)
+    except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
+        raise fail(failure_reason(error)) from None
+    build_models_or_fail(warehouse)
+    out.print(Text.assemble("\n", ("Warehouse:", "bold"), f" {printable(str(warehouse.path))}"))
+    out.print(headline(warehouse))
+    out.print(
+        f'\nTry these with `uv run signing-etl sql --duckdb {duckdb} "<query>"` '
+        "(or in the duckdb CLI):"
+    )
+    for query in EXAMPLE_QUERIES:
+        out.print(f"  {query}", highlight=False)
+    report_path = write_report_or_fail(warehouse)
+    out.print(f"\nDemo finished in {time.monotonic() - started:.0f} s.")
+    out.print(
+        Text.assemble(("Report:", "bold"), f" {printable(str(report_path.resolve()))}"),
+        soft_wrap=True,
     )

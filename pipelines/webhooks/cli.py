@@ -11,11 +11,13 @@ from typing import Annotated
 
 import typer
 
-from pipelines import output
-from pipelines.cli_common import fail, warehouse_named
+from pipelines.configuration import WorkspaceEntry, choose, configured_workspaces
+from pipelines.console import output
+from pipelines.console.commands import fail, warehouse_named
 from pipelines.errors import SigningEtlError
 from pipelines.outcome import SIGNAL_BASE
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
+from pipelines.webhooks.display import print_changes, print_inbox, print_listed, print_urls
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.receiver import DEFAULT_PORT, ReceiverSettings
 from pipelines.webhooks.secrets_file import SecretsFile
@@ -28,8 +30,6 @@ from pipelines.webhooks.subscriptions import (
     unsubscribe,
 )
 from pipelines.webhooks.verify import DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE_SECONDS
-from pipelines.webhooks.views import print_changes, print_inbox, print_listed, print_urls
-from pipelines.workspaces import WorkspaceEntry, choose, configured_workspaces
 
 webhooks_app = typer.Typer(
     help="Webhooks: subscriptions, the receiver that keeps deliveries in an inbox beside the "

@@ -15,13 +15,13 @@ from typing import Any
 
 import httpx
 
+from pipelines.configuration import WorkspaceEntry
 from pipelines.errors import WarehouseError, WebhooksError
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.receiver import ReceiverSettings
 from pipelines.webhooks.secrets_file import SecretsFile
 from pipelines.webhooks.service import WebhookReceiver
 from pipelines.webhooks.subscriptions import subscribe
-from pipelines.workspaces import WorkspaceEntry
 
 QUIET_SECONDS = 0.5  # the demo's drain follows its one delivery closely
 LONGEST_WAIT_SECONDS = 60.0

@@ -23,17 +23,17 @@ from typing import Any
 
 from dlt.pipeline.exceptions import PipelineStepFailed
 
+from pipelines.configuration import WorkspaceEntry
 from pipelines.errors import AlreadyRunning, SigningEtlError, failure_reason
-from pipelines.load_steps import LoadSteps
 from pipelines.outcome import Outcome
-from pipelines.run_records import record_incomplete_shipments
+from pipelines.raw.pipeline import make_pipeline
+from pipelines.raw.run_records import record_incomplete_shipments
+from pipelines.raw.steps import LoadSteps
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.inbox import Delivery, DrainRecord, Inbox
 from pipelines.webhooks.ledger import RECORD_TABLES, RowDigests
 from pipelines.webhooks.secrets_file import now_utc, stamp
 from pipelines.webhooks.stream import deliveries_resource
-from pipelines.workspace_state import make_pipeline
-from pipelines.workspaces import WorkspaceEntry
 from sources.signing import (
     RunControl,
     SigningAPIError,

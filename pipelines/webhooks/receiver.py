@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pipelines import output
+from pipelines.console import output
 from pipelines.errors import WebhooksError
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.secrets_file import Secrets, SecretsFile, now_utc

@@ -8,7 +8,8 @@ import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipelines import output
+from pipelines.configuration import WorkspaceEntry
+from pipelines.console import output
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.drain import DrainResult, drain
 from pipelines.webhooks.inbox import Inbox
@@ -22,7 +23,6 @@ from pipelines.webhooks.receiver import (
 )
 from pipelines.webhooks.secrets_file import SecretsFile
 from pipelines.webhooks.trigger import DrainTrigger
-from pipelines.workspaces import WorkspaceEntry
 from sources.signing import RunControl
 
 

@@ -27,6 +27,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from pipelines.configuration import WorkspaceEntry
 from pipelines.errors import WebhooksError
 from pipelines.webhooks.secrets_file import (
     SecretsFile,
@@ -35,7 +36,6 @@ from pipelines.webhooks.secrets_file import (
     now_utc,
     stamp,
 )
-from pipelines.workspaces import WorkspaceEntry
 from sources.signing import SigningAPIError, checked_base_url
 from sources.signing.client import item_path, retry_after_seconds
 from sources.signing.errors import one_line

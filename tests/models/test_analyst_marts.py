@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.models import build_models
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.modeling.build import build_models
 from sandbox import RunningSandbox, Store
 from tests.models.workspaces import colliding_workspaces
 from tests.support import FAST, MODELS_BUILT, earliest, ms_of, week_of

@@ -23,9 +23,9 @@ import duckdb
 import pytest
 
 from pipelines.errors import ModelsError, WarehouseMissing
-from pipelines.models import ModelsResult, build_models, dbt_dir_for
-from pipelines.signing_pipeline import LoadOptions, load_incremental
-from pipelines.workspace_state import make_pipeline
+from pipelines.load.run import LoadOptions, load_incremental
+from pipelines.modeling.build import ModelsResult, build_models, dbt_dir_for
+from pipelines.raw.pipeline import make_pipeline
 from sandbox import RunningSandbox, SandboxConfig, Shipment, Store
 from tests.support import (
     FAST,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.models import ModelsResult, build_models
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.modeling.build import ModelsResult, build_models
 from sandbox import RunningSandbox, SandboxConfig, Shipment, Store
 from tests.support import FAST, MODELS_BUILT, START_MS, admin, ms_of
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test

@@ -14,8 +14,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.models import ModelsResult, build_models
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.modeling.build import ModelsResult, build_models
 from sandbox import RunningSandbox, Shipment, Store
 from tests.support import (
     FAST,

@@ -29,9 +29,9 @@ import pytest
 from psycopg2 import sql
 
 from pipelines.errors import ModelsError
-from pipelines.models import ModelsResult, build_models, dbt_dir_for
-from pipelines.report import snapshot_marts
-from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.load.run import LoadResult, load_incremental
+from pipelines.modeling.build import ModelsResult, build_models, dbt_dir_for
+from pipelines.report.notebook import snapshot_marts
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.models.test_marts import assert_marts_match

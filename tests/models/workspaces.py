@@ -11,8 +11,8 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.models import ModelsResult, build_models
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.modeling.build import ModelsResult, build_models
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import FAST, MARTS, START_MS
 

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from pipelines.cli import app
 from pipelines.demo import run_demo
 from pipelines.errors import ReportError
-from pipelines.models import build_models
-from pipelines.report import (
+from pipelines.modeling.build import build_models
+from pipelines.report.notebook import (
     FUNNEL_NOTEBOOK,
     NOTEBOOKS_DIR,
     execute_notebook,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from pipelines.errors import ReportError
-from pipelines.report import find_workspace, write_report
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.report.notebook import find_workspace, write_report
 from pipelines.warehouse import LoadedWorkspace
 from sandbox import RunningSandbox, Store
 from tests.models.workspaces import colliding_workspaces, load_every_workspace

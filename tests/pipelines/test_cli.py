@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
 from pipelines.warehouse import Warehouse
 from tests.support import (
     FAST,

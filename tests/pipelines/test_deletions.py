@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pipelines.models import build_models
-from pipelines.reading import status as warehouse_status
-from pipelines.report import snapshot_marts
-from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental
+from pipelines.load.run import LoadOptions, LoadResult, load_incremental
+from pipelines.modeling.build import build_models
+from pipelines.report.notebook import snapshot_marts
+from pipelines.status.read import read_status
 from sandbox import RunningSandbox
 from tests.models.test_marts import assert_marts_match
 from tests.support import (
@@ -151,7 +151,7 @@ def test_a_reconciling_load_marks_exactly_the_deleted_records_of_every_kind(
 
     # The run record and `status` say what was found, when the last full check ran, its cost.
     with place.configured() as warehouse:
-        shown = warehouse_status(warehouse).only
+        shown = read_status(warehouse).only
     assert shown.runs[2].deletions["shipments"]["marked"] == len(gone["shipments"])
     assert shown.deleted_rows == {kind: len(ids) for kind, ids in gone.items()}
     assert shown.deletion_checks["shipments"].at is not None

@@ -25,8 +25,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pipelines.errors import failure_reason
-from pipelines.models import build_models
-from pipelines.report import write_report
+from pipelines.modeling.build import build_models
+from pipelines.report.notebook import write_report
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import (
     FAST,
@@ -288,7 +288,9 @@ def test_a_path_that_is_no_warehouse_file_is_refused_in_one_line_before_anything
 def _page_scripts() -> list[str]:
     """The report's own scripts: the explorer and the plotly wheel's bundle, as shipped."""
     plotly = importlib.resources.files("plotly") / "package_data" / "plotly.min.js"
-    explorer = Path(__file__).resolve().parents[2] / "pipelines" / "report_assets" / "explorer.js"
+    explorer = (
+        Path(__file__).resolve().parents[2] / "pipelines" / "report" / "assets" / "explorer.js"
+    )
     return [plotly.read_text(encoding="utf-8"), explorer.read_text(encoding="utf-8")]
 
 

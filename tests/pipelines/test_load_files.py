@@ -13,9 +13,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.load.run import LoadResult, load_incremental
+from pipelines.raw.pipeline import make_pipeline
 from pipelines.warehouse import PARQUET_FROM_RECORDS, Warehouse, _duckdb
-from pipelines.workspace_state import make_pipeline
 from sandbox import RunningSandbox
 from sources.signing import RunControl, connect, signing_source
 from tests.support import FAST, SandboxFactory, admin, differences, pointed_at

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pipelines.outcome import Outcome
-from pipelines.reading import status as read_status
+from pipelines.status.read import read_status
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import (
     START_MS,

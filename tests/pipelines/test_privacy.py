@@ -17,8 +17,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.models import build_models
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.modeling.build import build_models
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import FAST, START_MS, cli_env, describe, pointed_at, run_cli

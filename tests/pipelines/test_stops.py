@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.reading import status as pipeline_status
+from pipelines.status.read import read_status
 from tests.support import (
     MARTS,
     SandboxFactory,
@@ -79,7 +79,7 @@ def test_a_signal_stops_the_load_keeps_what_was_fetched_and_the_next_run_continu
     assert stopped.returncode == code, describe(stopped)
     assert "Traceback" not in stopped.stderr, describe(stopped)
     assert sum(raw_row_counts(warehouse).values()) > 0, describe(stopped)  # what was fetched
-    assert pipeline_status(warehouse).last_run.outcome == "stopped"  # type: ignore[union-attr]
+    assert read_status(warehouse).last_run.outcome == "stopped"  # type: ignore[union-attr]
 
     before = served(running)
     resumed = run_cli(load_args(warehouse), cwd=tmp_path, env=env)

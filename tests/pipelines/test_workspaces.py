@@ -20,9 +20,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.reading import status
-from pipelines.signing_pipeline import LoadResult, load_incremental
-from pipelines.workspace_state import LEGACY_PIPELINE_NAME, pipeline_name_for
+from pipelines.load.run import LoadResult, load_incremental
+from pipelines.raw.pipeline import LEGACY_PIPELINE_NAME, pipeline_name_for
+from pipelines.status.read import read_status
 from sandbox import RunningSandbox, SandboxConfig
 from tests.fixtures.make_warehouse_before_workspaces import LEGACY_SANDBOX
 from tests.support import (
@@ -153,7 +153,7 @@ def test_two_workspaces_with_colliding_ids_each_equal_their_sandbox(
         ).fetchall()
     assert holders == [(ws_second,)]
     stores = {store.workspace.id: store for store in running.stores}
-    found = status(warehouse)
+    found = read_status(warehouse)
     assert {w.workspace_id for w in found.workspaces} == set(stores)
     for workspace in found.workspaces:
         assert set(workspace.cursors) >= {"shipments", "contacts", "documents"}

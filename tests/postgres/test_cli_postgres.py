@@ -17,9 +17,9 @@ import duckdb
 import pandas  # type: ignore[import-untyped]
 import pytest
 
-from pipelines.models import build_models
-from pipelines.report import snapshot_marts
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.modeling.build import build_models
+from pipelines.report.notebook import snapshot_marts
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.models.test_marts import assert_marts_match

@@ -22,7 +22,7 @@ import duckdb
 import pytest
 import yaml
 
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
 from sandbox import RunningSandbox
 from sources.signing.columns import TABLES
 from tests.support import FAST, SandboxFactory, client_for, differences, pointed_at

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from pipelines.signing_pipeline import LoadOptions, load_incremental
+from pipelines.load.run import LoadOptions, load_incremental
 from sources.signing import (
     KeyRefused,
     ResponseTooLarge,

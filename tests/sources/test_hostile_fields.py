@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines.signing_pipeline import LoadResult, load_incremental
+from pipelines.load.run import LoadResult, load_incremental
 from tests.support import FAST, FakeAPI, FakeWorkspace, StandIn, source_env
 
 STAMP = "2026-01-01T08:00:00.000Z"

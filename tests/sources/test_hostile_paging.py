@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental
+from pipelines.load.run import LoadOptions, LoadResult, load_incremental
 from sandbox import JSON
 from tests.support import FAST, FakeAPI, FakeWorkspace, StandIn, honest_page, source_env
 

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental
+from pipelines.load.run import LoadOptions, LoadResult, load_incremental
 from pipelines.warehouse import Warehouse
 from sandbox import JSON, Contact, Recipient, RunningSandbox
 from tests.support import (

@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.reading import status as pipeline_status
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.status.read import read_status
 from sandbox import JSON, Shipment, iso
 from tests.support import (
     FAST,
@@ -65,7 +65,7 @@ def test_an_audit_trail_cut_at_500_events_is_counted_and_shown(
         )
     assert per_shipment[long_one] == 500
     assert max(n for s, n in per_shipment.items() if s != long_one) < 500
-    assert pipeline_status(warehouse).truncated_trails == 1
+    assert read_status(warehouse).truncated_trails == 1
     shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=cli_env(running))
     assert "Audit trails cut at the API's 500 events: 1 " in shown.stdout, describe(shown)
 

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from pipelines.environment import environment_set
-from pipelines.signing_pipeline import LoadOptions, load_incremental
+from pipelines.load.run import LoadOptions, load_incremental
 from sandbox import RunningSandbox
 from sources.signing import PERSONAL_COLUMNS
 from sources.signing.privacy import preset_actions

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.reading import status as pipeline_status
-from pipelines.signing_pipeline import LoadOptions, load_incremental
+from pipelines.load.run import LoadOptions, load_incremental
+from pipelines.status.read import read_status
 from sandbox import RunningSandbox
 from sources.signing import parse_iso
 from tests.support import (
@@ -204,7 +204,7 @@ def test_a_request_budget_stops_each_run_and_the_runs_add_up_to_the_whole(
         now_missing = missing_rows(warehouse, running)
         assert now_missing < missing, f"run {stopped_runs} made no progress"
         missing = now_missing
-        interrupted = pipeline_status(warehouse).interrupted
+        interrupted = read_status(warehouse).interrupted
         if interrupted and not status_checked:
             shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
             assert shown.returncode == 0, describe(shown)
@@ -265,7 +265,7 @@ def test_a_list_pass_stopped_before_its_first_answer_keeps_the_services_clock(
         )
         assert first.stopped is not None
         load_incremental(warehouse, LoadOptions(resources=contacts), **options)
-        cursor = pipeline_status(warehouse).cursors["contacts"]
+        cursor = read_status(warehouse).cursors["contacts"]
         service_now = admin(running, "GET", "/state")["now"]
         admin(running, "POST", "/touch", {"entity": "contacts", "count": 5})
         load_incremental(warehouse, **options)

@@ -68,9 +68,10 @@ def load_args(warehouse: Path, *options: str) -> list[str]:
 
 
 def run_cli(
-    args: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float = 120
+    args: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """`signing-etl ARGS` to the end (killed and reported if it outlives `timeout`)."""
+    """`signing-etl ARGS` to the end (killed and reported if it outlives `timeout`: generous,
+    since a load with its models on a shared, busy machine can take minutes)."""
     return subprocess.run(
         [sys.executable, "-m", "pipelines.cli", *args],
         cwd=cwd,

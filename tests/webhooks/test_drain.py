@@ -11,13 +11,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from pipelines.configuration import WorkspaceEntry
 from pipelines.errors import AlreadyRunning
-from pipelines.reading import status
-from pipelines.signing_pipeline import load_incremental
+from pipelines.load.run import load_incremental
+from pipelines.status.read import read_status
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.drain import HOLD, drain_workspace
 from pipelines.webhooks.inbox import Delivery, Inbox
-from pipelines.workspaces import WorkspaceEntry
 from sandbox import RunningSandbox
 from sources.signing import RunControl
 from tests.support import (
@@ -78,7 +78,7 @@ def test_a_drain_reads_each_named_record_once_and_leaves_the_warehouse_equal_to_
 ) -> None:
     running, path = loaded
     warehouse = Warehouse.at(path)
-    cursors = status(warehouse).only.cursors
+    cursors = read_status(warehouse).only.cursors
     shipment_id, contact_id = new_records(running)
     assert differences(path, running.store)  # the two changes are not loaded yet
     inbox = Inbox.open(warehouse.webhooks_dir)
@@ -103,7 +103,7 @@ def test_a_drain_reads_each_named_record_once_and_leaves_the_warehouse_equal_to_
         ("dlv_4", "contact.created", None, contact_id),
     ]
     assert inbox.waiting("default", 100) == []
-    assert status(warehouse).only.cursors == cursors  # the incremental load's, untouched
+    assert read_status(warehouse).only.cursors == cursors  # the incremental load's, untouched
 
 
 def test_deliveries_wait_while_a_load_holds_the_warehouse(

@@ -16,13 +16,13 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from nbformat import NotebookNode
 
+from pipelines.configuration import DEFAULT_NAME
 from pipelines.errors import ReportError, WarehouseError
-from pipelines.report_page import notebook_html
-from pipelines.run_records import read_runs
+from pipelines.raw.run_records import read_runs
+from pipelines.report.page import notebook_html
 from pipelines.warehouse import LoadedWorkspace, Warehouse, columns_by_table
-from pipelines.workspaces import DEFAULT_NAME
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 FUNNEL_NOTEBOOK = NOTEBOOKS_DIR / "signing_funnel.ipynb"
 DEFAULT_REPORTS_DIR = Path("reports")
 MARTS = (

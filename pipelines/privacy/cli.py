@@ -3,21 +3,22 @@ models, and say what changed per table, never the address."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from pipelines import output
-from pipelines.cli_common import build_models_or_fail, fail, warehouse_named
-from pipelines.erasure import ErasureResult, forget_person
+from pipelines.console import output
+from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.options import WarehouseDestination, WarehouseFile
+from pipelines.console.output import PlainTable
+from pipelines.console.tables import out
 from pipelines.errors import failure_reason
-from pipelines.output import PlainTable
-from pipelines.views import out
+from pipelines.modeling.cli import build_models_or_fail
+from pipelines.privacy.erasure import ErasureResult, forget_person
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 
 
-def forget(
+def forget_command(
     email: Annotated[
         str | None, typer.Option("--email", help="The person's e-mail address (any case).")
     ] = None,
@@ -33,10 +34,8 @@ def forget(
             "when the id is in several.",
         ),
     ] = None,
-    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")] = DEFAULT_WAREHOUSE,
-    destination: Annotated[
-        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
-    ] = DEFAULT_DESTINATION,
+    duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
+    destination: WarehouseDestination = DEFAULT_DESTINATION,
     no_models: Annotated[bool, typer.Option("--no-models", help="Skip the dbt models.")] = False,
 ) -> None:
     """Erase one person from every table of every workspace (contacts, recipients, filled-in

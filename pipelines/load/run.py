@@ -21,20 +21,20 @@ from typing import Any, Protocol
 import dlt
 from dlt.common.pipeline import LoadInfo
 
-from pipelines.deletions import PipelineRecords, mark_deletions
 from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
-from pipelines.load_steps import LoadSteps
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
-from pipelines.policy_change import PrivacyPlan, apply_privacy, prepare_privacy
-from pipelines.run_records import RunRecord, record_incomplete_shipments, record_run
-from pipelines.warehouse import DEFAULT_WAREHOUSE, Warehouse
-from pipelines.webhooks.ledger import Reconciliation
-from pipelines.workspace_state import (
+from pipelines.privacy.change import PrivacyPlan, apply_privacy, prepare_privacy
+from pipelines.raw.deletions import PipelineRecords, mark_deletions
+from pipelines.raw.pipeline import (
     LEGACY_PIPELINE_NAME,
     adopt_legacy_state,
     forget_workspace,
     make_pipeline,
 )
+from pipelines.raw.run_records import RunRecord, record_incomplete_shipments, record_run
+from pipelines.raw.steps import LoadSteps
+from pipelines.warehouse import DEFAULT_WAREHOUSE, Warehouse
+from pipelines.webhooks.ledger import Reconciliation
 from sources.signing import (
     Deletions,
     Interrupted,

@@ -15,14 +15,14 @@ from typing import Any
 import orjson
 
 from pipelines.errors import WarehouseError
-from pipelines.privacy_state import (
+from pipelines.privacy.snapshots import rewrite_versions
+from pipelines.privacy.state import (
     PolicyRecord,
     read_erasures,
     read_policies,
     write_policy,
 )
-from pipelines.run_records import RUNS_TABLE
-from pipelines.snapshot_privacy import rewrite_versions
+from pipelines.raw.run_records import RUNS_TABLE
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces, tables_in
 from sources.signing import PrivacyPolicy, RunStats
 from sources.signing.columns import TABLES

@@ -1,29 +1,22 @@
-"""What the CLI prints about loads and warehouses: each workspace's load as it runs and ends,
-the summary of a load, `status`, and query results, in the shape its reader needs (tables on
-stdout, one line per message on stderr, JSON records under `--log-format json`)."""
+"""What the CLI prints about a load: each workspace's load as it runs and ends and the summary
+of a load, in the shape its reader needs (tables on stdout, one line per message on stderr,
+JSON records under `--log-format json`)."""
 
 from __future__ import annotations
 
 import contextlib
-import csv
-import json
-import math
-import sys
 from collections.abc import Iterator
-from decimal import Decimal
-from typing import Any
 
-from pipelines import output
+from pipelines.configuration import WorkspaceEntry
+from pipelines.console import output
+from pipelines.console.output import PlainTable
+from pipelines.console.progress import Progress
+from pipelines.console.tables import out
+from pipelines.load.run import LoadResult
+from pipelines.load.workspaces import WorkspaceLoad
 from pipelines.outcome import Outcome
-from pipelines.output import PlainTable
-from pipelines.progress import Progress
-from pipelines.signing_pipeline import LoadResult
-from pipelines.webhooks.views import webhooks_line
-from pipelines.workspace_loads import WorkspaceLoad
-from pipelines.workspaces import WorkspaceEntry
+from pipelines.webhooks.display import webhooks_line
 from sources.signing import EVENTS_LIMIT, RunControl, RunStats, TableDeletions
-
-out = output.stdout_console()
 
 
 class CliWatcher:
@@ -155,34 +148,3 @@ def deletions_line(deletions: list[TableDeletions]) -> str:
         again = f", {each.seen_again:,} listed again" if each.seen_again else ""
         parts.append(f"{each.table} {found}{again} ({check}, {requests}{last})")
     return "Deleted records: " + ", ".join(parts)
-
-
-# ---------------------------------------------------------------------- query results
-
-
-def print_rows(names: list[str], rows: list[tuple[Any, ...]], output_format: str) -> None:
-    """Rows as a table, as CSV (with a header), or as JSON lines, on stdout."""
-    if output_format == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(names)
-        writer.writerows([("" if v is None else v) for v in row] for row in rows)
-    elif output_format == "json":
-        for row in rows:
-            sys.stdout.write(json.dumps(dict(zip(names, row, strict=True)), default=str) + "\n")
-    else:
-        table = PlainTable(*names)
-        for row in rows:
-            table.add_row(*map(for_display, row))
-        out.print(table)
-
-
-def for_display(value: Any) -> Any:
-    """A number as a person reads it in a table: a fraction rounded (2 places from 1 up, else 4
-    significant digits), whole numbers and everything else as they are. CSV and JSON keep the
-    full precision."""
-    if isinstance(value, Decimal) and value == value.to_integral_value():
-        return value
-    if isinstance(value, float | Decimal) and math.isfinite(value):
-        number = float(value)
-        return f"{number:.2f}" if abs(number) >= 1 else f"{number:.4g}"
-    return value

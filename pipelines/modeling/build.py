@@ -14,7 +14,7 @@ from dbt.cli.main import dbtRunner
 
 from pipelines.warehouse import DbtTarget, Warehouse
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent / "models"
+PROJECT_DIR = Path(__file__).resolve().parents[2] / "models"
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipelines import output
-from pipelines.output import PlainTable
-from pipelines.reading import RECENT_RUNS, Status, WorkspaceStatus
-from pipelines.run_records import RunRecord
-from pipelines.webhooks.views import webhooks_line
+from pipelines.console import output
+from pipelines.console.output import PlainTable
+from pipelines.raw.run_records import RunRecord
+from pipelines.status.read import RECENT_RUNS, Status, WorkspaceStatus
+from pipelines.webhooks.display import webhooks_line
 from sources.signing import EVENTS_LIMIT
 
 out = output.stdout_console()

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
 
-from pipelines import output
-from pipelines.output import PlainTable, printable
+from pipelines.console import output
+from pipelines.console.output import PlainTable, printable
 from pipelines.webhooks.inbox import InboxStatus
 from pipelines.webhooks.secrets_file import now_utc
 from pipelines.webhooks.subscriptions import Change, Listed

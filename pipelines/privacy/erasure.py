@@ -25,14 +25,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipelines.errors import ConfigError, SigningEtlError, WarehouseMissing
-from pipelines.policy_change import drop_derived_copies, erasures_in_force, participle
-from pipelines.privacy_state import (
+from pipelines.privacy.change import drop_derived_copies, erasures_in_force, participle
+from pipelines.privacy.snapshots import erase_versions
+from pipelines.privacy.state import (
     Erasure,
     PolicyRecord,
     read_policies,
     record_erasure,
 )
-from pipelines.snapshot_privacy import erase_versions
 from pipelines.warehouse import Warehouse, columns_by_table, loaded_workspaces
 from sources.signing import PrivacyPolicy, configured_privacy
 from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE

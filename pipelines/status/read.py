@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipelines.deletions import deleted_rows
 from pipelines.outcome import Outcome
-from pipelines.privacy_state import PolicyRecord, read_erasures, read_policies
-from pipelines.run_records import RunRecord, read_runs
+from pipelines.privacy.state import PolicyRecord, read_erasures, read_policies
+from pipelines.raw.deletions import deleted_rows
+from pipelines.raw.pipeline import StoredState, pipeline_name_for, stored_states
+from pipelines.raw.run_records import RunRecord, read_runs
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
-from pipelines.workspace_state import StoredState, pipeline_name_for, stored_states
 from sources.signing import (
     EVENTS_LIMIT,
     SOURCE_TABLES,
@@ -171,11 +171,11 @@ class Status:
         return {w.configured_as: w for w in self.workspaces if w.configured_as}
 
 
-def status(warehouse: Warehouse | Path) -> Status:
+def read_status(warehouse: Warehouse | Path) -> Status:
     """Every workspace's runs, cursors and rows, read without writing."""
     place = Warehouse.of(warehouse)
     with place.reader() as client:
-        return read_status(client, place.path)
+        return _status_through(client, place.path)
 
 
 def last_attempts(warehouse: Warehouse) -> dict[str, datetime]:
@@ -193,7 +193,7 @@ def last_attempts(warehouse: Warehouse) -> dict[str, datetime]:
     return began
 
 
-def read_status(client: SqlClient, warehouse: Path) -> Status:
+def _status_through(client: SqlClient, warehouse: Path) -> Status:
     """`status` through any backend's SQL client."""
     columns = columns_by_table(client)
     runs = _attributed(read_runs(client, columns))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pipelines.deletions import SNAPSHOTS_SCHEMA
+from pipelines.raw.deletions import SNAPSHOTS_SCHEMA
 from pipelines.warehouse import columns_by_table
 from sources.signing import PrivacyPolicy
 from sources.signing.columns import TABLES

@@ -1,5 +1,5 @@
 """The report's HTML page: an executed funnel notebook as one self-contained file, its explorer
-(markup and script in `report_assets/`, Plotly inlined from the plotly wheel, the data as JSON)
+(markup and script in `assets/`, Plotly inlined from the plotly wheel, the data as JSON)
 under a Content-Security-Policy that runs only those scripts."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from nbformat import NotebookNode
 from pipelines.errors import ReportError
 
 # The explorer: the notebook's data for it (an output of this type), the page's own markup and
-# script (`report_assets/`), and the charting library inlined from the plotly wheel.
+# script (`assets/`), and the charting library inlined from the plotly wheel.
 EXPLORER_MIME = "application/vnd.signing-etl.explorer+json"
-ASSETS_DIR = Path(__file__).resolve().parent / "report_assets"
+ASSETS_DIR = Path(__file__).resolve().parent / "assets"
 STATIC_TAG = "static"  # cells of the notebook's static charts, left out of the report
 
 # JupyterLab's look, without the scripts it loads from CDNs (require.js, MathJax, Mermaid): the

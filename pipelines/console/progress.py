@@ -10,7 +10,7 @@ from rich.progress import Progress as RichProgress
 from rich.progress import ProgressColumn, SpinnerColumn, Task, TimeElapsedColumn
 from rich.text import Text
 
-from pipelines import output
+from pipelines.console import output
 from sources.signing import RunStats
 from sources.signing.settings import PAGE_SIZE
 

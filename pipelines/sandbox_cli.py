@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import httpx
 import typer
 
-from pipelines import output
+from pipelines.console import output
 from pipelines.demo import DEMO_DELETE_RATE
 from pipelines.errors import ConfigError, SigningEtlError
 from sources.signing import parse_iso
@@ -25,7 +25,7 @@ PLANS = ("free", "starter", "pro", "business")
 DEFAULT_PORT = 8787
 
 
-def sandbox(
+def sandbox_command(
     port: Annotated[
         int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")
     ] = DEFAULT_PORT,
@@ -123,7 +123,7 @@ def _print_settings(base_url: str, stores: list[Store]) -> None:
         print(f'  api_key = "{each.main_key.secret}"')
 
 
-def sandbox_advance(
+def sandbox_advance_command(
     days: Annotated[float, typer.Option(min=0, help="Days to move the clock ahead.")] = 0,
     hours: Annotated[float, typer.Option(min=0, help="Hours to move the clock ahead.")] = 0,
     port: Annotated[int, typer.Option(help="Port of the running sandbox.")] = DEFAULT_PORT,

@@ -17,11 +17,11 @@ from typing import Protocol
 
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
 
+from pipelines.configuration import WorkspaceEntry
 from pipelines.errors import EXPECTED_FAILURES, WarehouseError, failure_reason
+from pipelines.load.run import LoadOptions, LoadResult, load_incremental, stop_on_signals
 from pipelines.outcome import EXIT_FAILED, Outcome, is_signal
-from pipelines.signing_pipeline import LoadOptions, LoadResult, load_incremental, stop_on_signals
 from pipelines.warehouse import Warehouse
-from pipelines.workspaces import WorkspaceEntry
 from sources.signing import PrivacyConfigError, RunControl, RunStopped
 
 

@@ -1,0 +1,27 @@
+"""What every command module of the CLI shares: a failure as one line and an exit code, and the
+warehouse its options name. Kept apart from `cli.py` so that command modules need not import
+the app that registers them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pipelines.console import output
+from pipelines.errors import SigningEtlError
+from pipelines.warehouse import DEFAULT_DESTINATION, Warehouse
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print a one-line reason on stderr and leave with `code`."""
+    output.error(message)
+    return typer.Exit(code)
+
+
+def warehouse_named(path: Path, destination: str = DEFAULT_DESTINATION) -> Warehouse:
+    """The warehouse the options name, or a one-line failure."""
+    try:
+        return Warehouse.at(path, destination)
+    except SigningEtlError as error:
+        raise fail(str(error)) from None

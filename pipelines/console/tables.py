@@ -1,0 +1,44 @@
+"""Rows as the CLI prints them (`sql`, `metrics`): a table for people, CSV or JSON lines for
+programs, on the one stdout console every command prints to."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from decimal import Decimal
+from typing import Any
+
+from pipelines.console import output
+from pipelines.console.output import PlainTable
+
+out = output.stdout_console()
+
+
+def print_rows(names: list[str], rows: list[tuple[Any, ...]], output_format: str) -> None:
+    """Rows as a table, as CSV (with a header), or as JSON lines, on stdout."""
+    if output_format == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([("" if v is None else v) for v in row] for row in rows)
+    elif output_format == "json":
+        for row in rows:
+            sys.stdout.write(json.dumps(dict(zip(names, row, strict=True)), default=str) + "\n")
+    else:
+        table = PlainTable(*names)
+        for row in rows:
+            table.add_row(*map(for_display, row))
+        out.print(table)
+
+
+def for_display(value: Any) -> Any:
+    """A number as a person reads it in a table: a fraction rounded (2 places from 1 up, else 4
+    significant digits), whole numbers and everything else as they are. CSV and JSON keep the
+    full precision."""
+    if isinstance(value, Decimal) and value == value.to_integral_value():
+        return value
+    if isinstance(value, float | Decimal) and math.isfinite(value):
+        number = float(value)
+        return f"{number:.2f}" if abs(number) >= 1 else f"{number:.4g}"
+    return value

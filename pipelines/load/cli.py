@@ -1,0 +1,115 @@
+"""`signing-etl load`: parse the options, load the configured workspaces in turn or side by
+side, say how each ended, build the models, and exit with the worst outcome's code."""
+
+from __future__ import annotations
+
+from typing import Annotated, NoReturn
+
+import typer
+
+from pipelines.configuration import WorkspaceEntry, choose, configured_workspaces
+from pipelines.console import output
+from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.options import (
+    AllowMassDeleteOption,
+    FullRefreshOption,
+    LoadDestination,
+    MaxRequestsOption,
+    ParallelOption,
+    ReconcileOption,
+    ResourcesOption,
+    SinceOption,
+    WarehouseFile,
+    WorkspacesOption,
+)
+from pipelines.errors import SigningEtlError
+from pipelines.load.display import CliWatcher, workspaces_summary
+from pipelines.load.run import LoadOptions
+from pipelines.load.workspaces import WorkspaceLoad, in_turns, load_workspaces
+from pipelines.modeling.cli import build_models_or_fail
+from pipelines.outcome import Outcome, is_signal, worst_exit_code
+from pipelines.status.read import last_attempts
+from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
+from sources.signing import SigningAPIError, chosen_resources, parse_iso
+
+
+def load_command(
+    duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
+    workspace: WorkspacesOption = None,
+    since: SinceOption = None,
+    full_refresh: FullRefreshOption = False,
+    resources: ResourcesOption = None,
+    max_requests: MaxRequestsOption = None,
+    destination: LoadDestination = DEFAULT_DESTINATION,
+    no_models: Annotated[bool, typer.Option("--no-models", help="Skip the dbt models.")] = False,
+    parallel: ParallelOption = 1,
+    reconcile: ReconcileOption = False,
+    allow_mass_delete: AllowMassDeleteOption = False,
+) -> None:
+    """Run one incremental sync of each configured workspace into the warehouse (then the
+    models). Workspaces load one after another (or `--parallel N` at once where the
+    destination takes concurrent writers), each paced by its own key.
+
+    Exit 0: done. Exit 75: stopped early on purpose (daily limit or --max-requests); what was
+    fetched is loaded and the next run continues. Other non-zero: failed (reason on stderr).
+    With several workspaces, the worst of them; one workspace's failure or stop does not keep
+    the others from loading.
+    """
+    if since is not None:
+        try:
+            parse_iso(since)
+        except ValueError:
+            raise fail(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)") from None
+    warehouse = warehouse_named(duckdb, destination)
+    if parallel > 1 and not warehouse.takes_concurrent_writers:
+        raise fail(
+            "DuckDB takes one writer, so workspaces load one after another: --parallel needs "
+            "a destination that takes concurrent writers, such as --destination postgres"
+        )
+    chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
+    entries = _workspaces_to_load(warehouse, workspace or [], chosen)
+    options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
+    several = len(entries) > 1
+    loads = load_workspaces(
+        entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)
+    )
+    if several:
+        output.set_run_id(None)  # the lines about all workspaces belong to no one run
+        workspaces_summary(loads, len(entries))
+    elif loads[0].result is None:  # one workspace that loaded nothing: its line is the end
+        _leave(loads[0])
+    signalled = any(is_signal(load.code) for load in loads)
+    if signalled and not no_models:
+        output.warning("the models are not built after a signal; the next run builds them")
+    elif not no_models and any(load.result for load in loads):
+        build_models_or_fail(warehouse)  # after a stop on purpose too: marts of what is whole
+    code = worst_exit_code(load.code for load in loads)
+    if not several and code:
+        _leave(loads[0])
+    if code:
+        raise typer.Exit(code)
+
+
+def _workspaces_to_load(
+    warehouse: Warehouse, named: list[str], resources: tuple[str, ...] | None
+) -> list[WorkspaceEntry]:
+    """The configured workspaces asked for, in turn when all are (the one whose last run
+    began longest ago first); an unknown resource or workspace is one line, before any
+    request."""
+    try:
+        if resources:
+            chosen_resources(resources)
+        entries = choose(configured_workspaces(), named)
+    except (SigningEtlError, SigningAPIError) as error:
+        raise fail(str(error)) from None
+    if not named and len(entries) > 1:
+        return in_turns(entries, last_attempts(warehouse))
+    return entries
+
+
+def _leave(load: WorkspaceLoad) -> NoReturn:
+    """End a single workspace's load: a failure's one line, or a stop's warning and its code."""
+    if load.outcome is Outcome.FAILED:
+        raise fail(load.failure_line)
+    output.warning(f"stopped early: {load.reason}", exit_code=load.code)
+    raise typer.Exit(load.code)

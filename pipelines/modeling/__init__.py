@@ -1,0 +1,20 @@
+"""The dbt models on a warehouse, in layer order: `build` (`dbt build` run in-process, its
+outcome) and `cli` (`signing-etl models`, and the build every command that changes rows ends
+with). `build` is imported on first use: dbt costs seconds that `status` and `load --no-models`
+don't need."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pipelines import lazy_exports
+
+from .cli import build_models_or_fail, models_command
+
+if TYPE_CHECKING:
+    from .build import PROJECT_DIR, ModelsResult, build_models
+
+__all__ = ["PROJECT_DIR", "ModelsResult", "build_models", "build_models_or_fail", "models_command"]
+__getattr__ = lazy_exports(
+    __name__, {"PROJECT_DIR": "build", "ModelsResult": "build", "build_models": "build"}
+)

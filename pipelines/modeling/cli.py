@@ -1,0 +1,45 @@
+"""`signing-etl models`: rebuild the dbt models of a warehouse, said in one line; and the same
+build as every command that changes rows ends with it (`load`, `forget`, the demo)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from pipelines.console import output
+from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.options import WarehouseDestination, WarehouseFile
+from pipelines.errors import SigningEtlError
+from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
+
+if TYPE_CHECKING:
+    from pipelines.modeling.build import ModelsResult
+
+
+def models_command(
+    duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
+    select: Annotated[str | None, typer.Option(help="dbt selection, e.g. marts.")] = None,
+    destination: WarehouseDestination = DEFAULT_DESTINATION,
+) -> None:
+    """Rebuild the dbt models (staging views, marts tables) on the loaded raw data."""
+    build_models_or_fail(warehouse_named(duckdb, destination), select)
+
+
+def build_models_or_fail(warehouse: Warehouse, select: str | None = None) -> ModelsResult:
+    """Run dbt on the warehouse (its dbt target follows the destination); a failure is one line
+    on stderr and exit 1, and the raw data stays as loaded."""
+    from pipelines.modeling.build import (
+        build_models,  # dbt's imports cost seconds: only when building
+    )
+
+    try:
+        warehouse.check_for_models()
+        output.info("Building the models (dbt)…")
+        result = build_models(warehouse, select=select)
+    except SigningEtlError as error:
+        raise fail(f"models: {error}") from None
+    if not result.success:
+        raise fail(f"models failed (raw data is loaded and kept): {result.summary}")
+    output.info(result.summary)
+    return result

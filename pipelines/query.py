@@ -1,0 +1,40 @@
+"""`signing-etl sql`: one read-only statement on the warehouse, printed as a table, CSV or
+JSON lines; anything else is refused in one line."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pipelines.console import output
+from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.options import WarehouseDestination, WarehouseFile
+from pipelines.console.tables import print_rows
+from pipelines.errors import SigningEtlError
+from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
+
+
+def sql_command(
+    query: Annotated[str, typer.Argument(help="SQL to run, read-only.")],
+    duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
+    output_format: Annotated[
+        str, typer.Option("--format", help="table (for people), csv or json (one object a row).")
+    ] = "table",
+    limit: Annotated[int, typer.Option(min=1, help="Rows printed at most.")] = 1000,
+    destination: WarehouseDestination = DEFAULT_DESTINATION,
+) -> None:
+    """Run a read-only SQL query on the warehouse and print the result."""
+    if output_format not in ("table", "csv", "json"):
+        raise fail("--format must be table, csv or json")
+    try:
+        names, rows = warehouse_named(duckdb, destination).read_only_query(query, limit + 1)
+    except SigningEtlError as error:
+        raise fail(str(error)) from None
+    except Exception as error:  # the database's own message, in one line
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise fail(first) from None
+    cut = len(rows) > limit
+    print_rows(names, rows[:limit], output_format)
+    if cut:
+        output.warning(f"the result has more than {limit:,} rows; the first {limit:,} are shown")

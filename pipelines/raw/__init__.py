@@ -1,0 +1,35 @@
+"""What every load keeps in `raw` beside the rows, in layer order: `pipeline` (each workspace's
+dlt pipeline and the state it keeps, a workspace forgotten for a full refresh), `steps` (dlt's
+steps of one load, shared by runs and webhook drains), `run_records` (every run's record and
+the shipments still loading) and `deletions` (what a run found deleted, marked or removed)."""
+
+from __future__ import annotations
+
+from .deletions import PipelineRecords, deleted_rows, mark_deletions
+from .pipeline import (
+    StoredState,
+    adopt_legacy_state,
+    forget_workspace,
+    make_pipeline,
+    pipeline_name_for,
+    stored_states,
+)
+from .run_records import RunRecord, read_runs, record_incomplete_shipments, record_run
+from .steps import LoadSteps
+
+__all__ = [
+    "LoadSteps",
+    "PipelineRecords",
+    "RunRecord",
+    "StoredState",
+    "adopt_legacy_state",
+    "deleted_rows",
+    "forget_workspace",
+    "make_pipeline",
+    "mark_deletions",
+    "pipeline_name_for",
+    "read_runs",
+    "record_incomplete_shipments",
+    "record_run",
+    "stored_states",
+]

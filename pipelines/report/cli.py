@@ -1,0 +1,63 @@
+"""`signing-etl report`: run the funnel notebook on a warehouse's marts and write the HTML page;
+a failure is one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines.console import output
+from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.options import WarehouseDestination, WarehouseFile
+from pipelines.console.tables import out
+from pipelines.errors import SigningEtlError
+from pipelines.status.read import read_status
+from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
+
+
+def report_command(
+    duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Folder of the HTML report (created if missing).")
+    ] = Path("reports"),
+    workspace: Annotated[
+        str | None,
+        typer.Option(
+            "--workspace",
+            help="Report on one workspace: its configured name, its id, or its name at the "
+            "service. Default: every workspace, each apart.",
+        ),
+    ] = None,
+    destination: WarehouseDestination = DEFAULT_DESTINATION,
+) -> None:
+    """Run the funnel notebook on the warehouse's marts and write a self-contained HTML report."""
+    path = write_report_or_fail(warehouse_named(duckdb, destination), out_dir, workspace)
+    out.print(path.resolve(), highlight=False, soft_wrap=True)
+
+
+def write_report_or_fail(
+    warehouse: Warehouse, out_dir: Path | None = None, workspace: str | None = None
+) -> Path:
+    """Write the report (to `reports/` by default); a failure is one line on stderr, exit 1."""
+    # Imported here: the notebook machinery takes half a second that other commands don't need.
+    from pipelines.report.notebook import DEFAULT_REPORTS_DIR, write_report
+
+    output.info("Writing the report (runs notebooks/signing_funnel.ipynb)…")
+    try:
+        chosen = _configured_workspace_id(warehouse, workspace) if workspace else None
+        return write_report(warehouse, out_dir or DEFAULT_REPORTS_DIR, chosen)
+    except SigningEtlError as error:
+        raise fail(f"report: {error}") from None
+
+
+def _configured_workspace_id(warehouse: Warehouse, workspace: str) -> str:
+    """The workspace id a configured name (`--workspace` of `load`) was last loaded as, or
+    `workspace` as given (an id or the service's name, which the report resolves)."""
+    try:
+        found = read_status(warehouse)
+    except Exception:  # the report names what is wrong with the warehouse
+        return workspace
+    named = [w.workspace_id for w in found.workspaces if w.configured_as == workspace]
+    return named[0] if len(named) == 1 else workspace
