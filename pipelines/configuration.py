@@ -23,7 +23,12 @@ from typing import Any
 import dlt
 
 from pipelines.errors import ConfigError
-from sources.signing import SigningAPIError, checked_base_url
+from sources.signing import (
+    SigningAPIError,
+    SigningConfiguration,
+    checked_base_url,
+    configured_source,
+)
 
 SECTION = ("sources", "signing", "workspaces")
 DEFAULT_NAME = "default"
@@ -38,9 +43,14 @@ class WorkspaceEntry:
     base_url: str  # checked: no user, password or query string, so it may be shown
     api_key: str = field(repr=False)  # never printed
 
-    def source_settings(self) -> dict[str, Any]:
-        """The dlt source's settings this entry gives (its key and API root)."""
-        return {"api_key": self.api_key, "base_url": self.base_url}
+    def settings(self) -> SigningConfiguration:
+        """The source's settings for this workspace: its key and API root, the rest from
+        `[sources.signing]` (resolved now, from dlt's configuration).
+
+        Raises:
+            ConfigValueCannotBeCoercedException: a setting is not of its type.
+        """
+        return configured_source(api_key=self.api_key, base_url=self.base_url)
 
 
 def _configured_entries() -> dict[str, dict[str, str]]:

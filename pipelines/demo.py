@@ -32,12 +32,13 @@ from pipelines.modeling.cli import build_models_or_fail
 from pipelines.report.cli import write_report_or_fail
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.demo import WebhookTrip, webhook_step
-from sources.signing import SigningAPIError
+from sources.signing import Pacing, SigningAPIError, configured_source
 
 DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
 DEMO_RATE = 400.0
 DEMO_BURST = 400
+DEMO_PACING = Pacing(DEMO_RATE, DEMO_BURST)
 # The application deletes this share of each kind's live records per simulated day, so the
 # weekly loads find deletions to mark (about 1.4% a week: well under the 10% that a load
 # refuses to mark as a mass deletion). `signing-etl sandbox` serves with it too.
@@ -137,8 +138,7 @@ def run_demo(
             say(f"Week {week} of {weeks} passed in the sandbox; incremental load…")
             result.loads.append(_load(place))
             say(_line(result.loads[-1]))
-        pacing = {"requests_per_second": DEMO_RATE, "burst": DEMO_BURST}
-        result.webhook = webhook_step(place, running.base_url, running.api_key, say, **pacing)
+        result.webhook = webhook_step(place, running.base_url, running.api_key, say, DEMO_PACING)
         result.sandbox_now = datetime.fromtimestamp(
             running.store.clock.now_ms() / 1000, UTC
         ).strftime("%Y-%m-%d %H:%M UTC")
@@ -146,7 +146,8 @@ def run_demo(
 
 
 def _load(warehouse: Warehouse) -> LoadResult:
-    return load_incremental(warehouse, requests_per_second=DEMO_RATE, burst=DEMO_BURST)
+    """A load of the demo's sandbox (configured in the environment), paced as it allows."""
+    return load_incremental(warehouse, settings=configured_source().paced(DEMO_PACING))
 
 
 def _line(result: LoadResult) -> str:

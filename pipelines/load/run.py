@@ -41,9 +41,11 @@ from sources.signing import (
     RunControl,
     RunStats,
     RunStopped,
+    SigningConfiguration,
     SyncContext,
     TableDeletions,
     chosen_resources,
+    configured_source,
     connect,
     describe_sync,
     incomplete_shipments,
@@ -133,7 +135,7 @@ def load_incremental(
     *,
     control: RunControl | None = None,
     workspace_name: str | None = None,
-    **source_settings: Any,
+    settings: SigningConfiguration | None = None,
 ) -> LoadResult:
     """One incremental sync: fetch what changed since the last run, merge it into `raw`.
 
@@ -146,8 +148,8 @@ def load_incremental(
     The state belongs to the workspace the key's `/me` names, so the source is asked first and
     the workspace's own pipeline is used (`workspace_state`). `full_refresh` deletes only this
     workspace's rows and state. `workspace_name` is the configured entry, kept in the run record.
-    `source_settings` are the dlt source's own (`api_key`, `base_url`, pacing); what is not
-    given comes from dlt's configuration.
+    `settings` are the source's (`api_key`, `base_url`, pacing); None reads them from dlt's
+    configuration when the run connects.
     """
     place = Warehouse.of(warehouse)
     options = options or LoadOptions()
@@ -158,12 +160,12 @@ def load_incremental(
             held.enter_context(place.writer())
             held.enter_context(stop_on_signals(control))
             connection = connect(
+                settings or configured_source(),
                 since=options.since,
                 max_requests=options.max_requests,
                 reconcile=options.reconcile,
                 allow_mass_delete=options.allow_mass_delete,
                 control=control,
-                **source_settings,
             )
             workspace_id = account.workspace_id = connection.workspace_id
             folder = held.enter_context(place.workspace_session(workspace_id))

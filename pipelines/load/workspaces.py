@@ -83,7 +83,7 @@ def load_workspace(
             options,
             control=control,
             workspace_name=entry.name,
-            **entry.source_settings(),
+            settings=entry.settings(),
         )
     except (WarehouseError, ConfigFieldMissingException, PrivacyConfigError) as error:
         return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error), fatal=True)
