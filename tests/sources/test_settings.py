@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.configuration import WorkspaceEntry
+from pipelines.configuration import WorkspaceEntry, configured_workspaces
 from pipelines.environment import environment_set
+from pipelines.errors import ConfigError
 from sources.signing import (
     RunControl,
     SigningAPIError,
@@ -120,3 +121,27 @@ def test_a_setting_out_of_range_is_one_line_before_any_request(
     assert said in str(refused.value)
     assert "\n" not in str(refused.value)
     assert requests == 0
+
+
+def test_a_workspace_may_treat_deleted_records_its_own_way() -> None:
+    """`deletes` of `[sources.signing.workspaces.<name>]` is that workspace's, as the README
+    says; the others keep `[sources.signing]`'s, and an unknown one names its variable."""
+    shared = {
+        "SOURCES__SIGNING__BASE_URL": "http://127.0.0.1:9/v1",
+        "SOURCES__SIGNING__DELETES": "soft",
+        "SOURCES__SIGNING__WORKSPACES__HR__API_KEY": "sk_test_hr",
+        "SOURCES__SIGNING__WORKSPACES__SALES__API_KEY": "sk_test_sales",
+    }
+    with environment_set({**shared, "SOURCES__SIGNING__WORKSPACES__HR__DELETES": "hard"}):
+        modes = {e.name: e.settings().delete_mode() for e in configured_workspaces()}
+    with (
+        environment_set({**shared, "SOURCES__SIGNING__WORKSPACES__HR__DELETES": "erase"}),
+        pytest.raises(ConfigError) as refused,
+    ):
+        configured_workspaces()
+
+    assert modes == {"hr": "hard", "sales": "soft"}
+    assert str(refused.value) == (
+        "workspace 'hr': deletes must be soft or hard "
+        "(SOURCES__SIGNING__WORKSPACES__HR__DELETES), not 'erase'"
+    )
