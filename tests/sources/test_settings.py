@@ -9,7 +9,7 @@ import pytest
 
 from pipelines.configuration import WorkspaceEntry, configured_workspaces
 from pipelines.environment import environment_set
-from pipelines.errors import ConfigError
+from pipelines.errors import CONFIGURATION_FAILURES, ConfigError, failure_reason
 from sources.signing import (
     RunControl,
     SigningAPIError,
@@ -144,4 +144,15 @@ def test_a_workspace_may_treat_deleted_records_its_own_way() -> None:
     assert str(refused.value) == (
         "workspace 'hr': deletes must be soft or hard "
         "(SOURCES__SIGNING__WORKSPACES__HR__DELETES), not 'erase'"
+    )
+
+
+def test_a_setting_of_the_wrong_type_is_one_line_that_names_its_variable() -> None:
+    wrong = {**variables("http://127.0.0.1:9/v1"), "SOURCES__SIGNING__PAGE_SIZE": "many"}
+    with environment_set(wrong), pytest.raises(CONFIGURATION_FAILURES) as refused:
+        configured_source()
+
+    assert failure_reason(refused.value) == (
+        "the setting page_size must be of type int, not 'many' (for the source: "
+        "SOURCES__SIGNING__PAGE_SIZE, or page_size under [sources.signing] in .dlt/config.toml)"
     )
