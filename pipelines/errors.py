@@ -110,15 +110,20 @@ def failure_reason(error: BaseException) -> str:
             return str(cause)
         cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
     innermost = chain[-1]
-    said = f"{type(innermost).__name__}: {_first_line(innermost)}"
+    said = f"{type(innermost).__name__}: {first_line(innermost)}"
     if isinstance(error, PipelineStepFailed):
         return f"the {error.step} step failed: {said}"
-    return _first_line(error) if error is innermost else said
+    return first_line(error) if error is innermost else said
 
 
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
+def first_line(error: BaseException | str) -> str:
+    """The first line of an error's message that says something, its spaces collapsed: what a
+    database, dlt or a notebook says goes on for lines of context and hints, and a failure is
+    shown in one. An error that says nothing is named by its class."""
+    for line in str(error).splitlines():
+        if line.strip():
+            return " ".join(line.split())
+    return "(no message)" if isinstance(error, str) else type(error).__name__
 
 
 def wrong_type_reason(error: ConfigValueCannotBeCoercedException) -> str:

@@ -17,7 +17,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from nbformat import NotebookNode
 
 from pipelines.configuration import DEFAULT_NAME
-from pipelines.errors import ReportError, WarehouseError
+from pipelines.errors import ReportError, WarehouseError, first_line
 from pipelines.raw.run_records import read_runs
 from pipelines.report.page import notebook_html
 from pipelines.warehouse import LoadedWorkspace, Warehouse, columns_by_table
@@ -102,10 +102,10 @@ def _write(
         executed = execute_notebook(FUNNEL_NOTEBOOK, parameters)
     except CellExecutionError as error:
         raise ReportError(
-            f"the report notebook failed: {error.ename}: {_first_line(error.evalue)}"
+            f"the report notebook failed: {error.ename}: {first_line(error.evalue)}"
         ) from None
     except CellTimeoutError as error:
-        raise ReportError(f"the report notebook timed out: {_first_line(str(error))}") from None
+        raise ReportError(f"the report notebook timed out: {first_line(error)}") from None
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / name
     report.write_text(notebook_html(executed), encoding="utf-8")
@@ -249,8 +249,3 @@ def _file_name_part(text: str) -> str:
     """`text` as part of a file name: runs of anything but letters, digits, `.`, `_`, `-` are
     one `-` (a name with spaces or slashes stays one file in `out_dir`)."""
     return re.sub(r"[^\w.-]+", "-", text).strip("-.") or "workspace"
-
-
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else "(no message)"

@@ -22,6 +22,7 @@ from pipelines.errors import (
     QueryRefused,
     WarehouseError,
     WarehouseMissing,
+    first_line,
 )
 
 from . import _duckdb
@@ -377,7 +378,7 @@ class Warehouse(ModelsPlace):
         except Exception as error:  # the destination's own message, in one line
             raise WarehouseError(
                 f"cannot read the marts of the {self.destination} destination: "
-                f"{_duckdb.first_line(error)}; run `signing-etl models --destination "
+                f"{first_line(error)}; run `signing-etl models --destination "
                 f"{self.destination}` after a load"
             ) from None
         return into
