@@ -18,7 +18,6 @@ from typing import Annotated
 
 import httpx
 import typer
-from dlt.pipeline.exceptions import PipelineStepFailed
 from rich.text import Text
 
 from pipelines.console import output
@@ -26,13 +25,13 @@ from pipelines.console.commands import fail, warehouse_named
 from pipelines.console.output import printable
 from pipelines.console.tables import out
 from pipelines.environment import environment_set, source_environment
-from pipelines.errors import SigningEtlError, failure_reason
+from pipelines.errors import EXPECTED_FAILURES, failure_reason
 from pipelines.load.run import LoadResult, load_incremental
 from pipelines.modeling.cli import build_models_or_fail
 from pipelines.report.cli import write_report_or_fail
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.demo import WebhookTrip, webhook_step
-from sources.signing import Pacing, SigningAPIError, configured_source
+from sources.signing import Pacing, configured_source
 
 DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
@@ -172,7 +171,7 @@ def demo_command(
     warehouse = warehouse_named(duckdb)
     try:
         run_demo(warehouse, shipments=shipments, weeks=weeks, say=output.info)
-    except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
+    except EXPECTED_FAILURES as error:
         raise fail(failure_reason(error)) from None
     build_models_or_fail(warehouse)
     out.print(Text.assemble("\n", ("Warehouse:", "bold"), f" {printable(str(warehouse.path))}"))

@@ -20,10 +20,8 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dlt.pipeline.exceptions import PipelineStepFailed
-
 from pipelines.configuration import WorkspaceEntry
-from pipelines.errors import AlreadyRunning, SigningEtlError, failure_reason
+from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, failure_reason
 from pipelines.outcome import Outcome
 from pipelines.raw.pipeline import make_pipeline
 from pipelines.raw.run_records import record_incomplete_shipments
@@ -36,7 +34,6 @@ from pipelines.webhooks.stream import deliveries_resource
 from sources.signing import (
     Pacing,
     RunControl,
-    SigningAPIError,
     SigningConfiguration,
     connect,
     incomplete_shipments,
@@ -122,7 +119,7 @@ def drain_workspace(
         _load(warehouse, entry.settings().paced(pacing), entry, inbox, deliveries, control, result)
     except AlreadyRunning as error:
         result.outcome, result.reason = BUSY, str(error)
-    except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
+    except EXPECTED_FAILURES as error:
         result.outcome, result.reason = str(Outcome.FAILED), failure_reason(error)
     finally:
         control.finish()
