@@ -126,6 +126,28 @@ def record_run(client: Any, record: RunRecord) -> None:
     client.execute_sql(f"insert into {table} ({names}) values ({marks})", *values.values())
 
 
+def configured_names(runs: Iterable[RunRecord]) -> dict[str, str]:
+    """The configured name (`--workspace` of `load`) of each workspace, by its id: the name of
+    its newest run that has one (`runs` newest first, as `read_runs` gives them). Runs that
+    ended before `/me` answered, and were not attributed, count under ""."""
+    names: dict[str, str] = {}
+    for run in runs:
+        if run.workspace_name:
+            names.setdefault(run.workspace_id or "", run.workspace_name)
+    return names
+
+
+def configured_workspaces(runs: Iterable[RunRecord]) -> dict[str, str]:
+    """The workspace id each configured name stands for: the one its newest run that reached
+    `/me` loaded (a name whose key now opens another workspace stands for that one). Runs
+    without a name (`load_incremental` called without one) count under ""."""
+    ids: dict[str, str] = {}
+    for run in runs:
+        if run.workspace_id:
+            ids.setdefault(run.workspace_name or "", run.workspace_id)
+    return ids
+
+
 def read_runs(client: SqlClient, columns: Mapping[str, set[str]]) -> list[RunRecord]:
     """Every recorded run, newest first (none before the first run)."""
     if RUNS_TABLE not in columns:

@@ -18,9 +18,10 @@ from nbformat import NotebookNode
 
 from pipelines.configuration import DEFAULT_NAME
 from pipelines.errors import ReportError, WarehouseError, first_line
-from pipelines.raw.run_records import read_runs
+from pipelines.raw import run_records
 from pipelines.report.page import notebook_html
-from pipelines.warehouse import LoadedWorkspace, Warehouse, columns_by_table
+from pipelines.status.read import recorded_runs
+from pipelines.warehouse import LoadedWorkspace, Warehouse
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 FUNNEL_NOTEBOOK = NOTEBOOKS_DIR / "signing_funnel.ipynb"
@@ -116,16 +117,8 @@ def configured_names(warehouse: Warehouse) -> dict[str, str]:
     """The name each workspace was last loaded under (`--workspace` of `load`), by its id, as
     the warehouse's run records keep them; none for a warehouse without records, nor for the
     single key's implicit `default` (no user chose it: the service's name says more)."""
-    try:
-        with warehouse.reader() as client:
-            runs = read_runs(client, columns_by_table(client))
-    except Exception:  # no records to read: the report names what is wrong with the warehouse
-        return {}
-    names: dict[str, str] = {}
-    for run in runs:  # newest first: the newest name wins
-        if run.workspace_id and run.workspace_name:
-            names.setdefault(run.workspace_id, run.workspace_name)
-    return {id_: name for id_, name in names.items() if name != DEFAULT_NAME}
+    names = run_records.configured_names(recorded_runs(warehouse))
+    return {id_: name for id_, name in names.items() if id_ and name != DEFAULT_NAME}
 
 
 def snapshot_marts(warehouse: Warehouse, into: Path) -> Path:
