@@ -17,7 +17,7 @@ import dlt
 import orjson
 
 from pipelines.outcome import Outcome
-from pipelines.warehouse import SqlClient, columns_by_table, ensure_table
+from pipelines.warehouse import SqlClient, columns_by_table, ensure_table, insert_rows
 
 RUNS_TABLE = "_signing_runs"
 INCOMPLETE_SHIPMENTS_TABLE = "_signing_incomplete_shipments"
@@ -121,9 +121,7 @@ def record_run(client: Any, record: RunRecord) -> None:
     if "_dlt_id" in columns_by_table(client).get(RUNS_TABLE, set()):
         values["_dlt_load_id"] = record.run_id
         values["_dlt_id"] = uuid.uuid4().hex
-    names = ", ".join(values)
-    marks = ", ".join(["%s"] * len(values))
-    client.execute_sql(f"insert into {table} ({names}) values ({marks})", *values.values())
+    insert_rows(client, table, list(values), [list(values.values())])
 
 
 def configured_names(runs: Iterable[RunRecord]) -> dict[str, str]:
@@ -170,10 +168,5 @@ def record_incomplete_shipments(
             {"workspace_id": "varchar", "shipment_id": "varchar"},
         )
         client.execute_sql(f"delete from {table} where workspace_id = %s", workspace_id)
-        for start in range(0, len(ids), 1000):
-            chunk = ids[start : start + 1000]
-            marks = ", ".join(["(%s, %s)"] * len(chunk))
-            pairs = [value for shipment in chunk for value in (workspace_id, shipment)]
-            client.execute_sql(
-                f"insert into {table} (workspace_id, shipment_id) values {marks}", *pairs
-            )
+        rows = [(workspace_id, shipment) for shipment in ids]
+        insert_rows(client, table, ("workspace_id", "shipment_id"), rows, batch=1000)

@@ -38,6 +38,7 @@ from ._ddl import catalog_changes, ensure_datasets, ensure_table
 from ._lock import held_lock
 from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
 from ._postgres import POSTGRES, read_only_statement
+from ._rows import batches, insert_rows
 
 DEFAULT_DESTINATION = _duckdb.DUCKDB
 _UNQUOTABLE = re.compile(r"['\"\x00-\x1f\x7f]")
@@ -57,11 +58,13 @@ __all__ = [
     "LoadedWorkspace",
     "SqlClient",
     "Warehouse",
+    "batches",
     "catalog_changes",
     "columns_by_table",
     "ensure_datasets",
     "ensure_table",
     "has_table",
+    "insert_rows",
     "loaded_workspaces",
     "tables_in",
 ]
