@@ -22,6 +22,7 @@ from rich.text import Text
 
 from pipelines.console import output
 from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.options import NewWarehouseFile
 from pipelines.console.output import printable
 from pipelines.console.tables import out
 from pipelines.environment import environment_set, source_environment
@@ -159,9 +160,7 @@ def _line(result: LoadResult) -> str:
 
 
 def demo_command(
-    duckdb: Annotated[Path, typer.Option("--duckdb", help="Warehouse file to (re)create.")] = (
-        DEMO_WAREHOUSE
-    ),
+    duckdb: NewWarehouseFile = DEMO_WAREHOUSE,
     shipments: Annotated[int, typer.Option(min=10, help="Shipments of history.")] = 3_000,
     weeks: Annotated[int, typer.Option(min=0, max=12, help="Simulated weeks.")] = 4,
 ) -> None:

@@ -9,13 +9,22 @@ import typer
 
 from sources.signing import RESOURCES
 
-WarehouseFile = Annotated[Path, typer.Option("--duckdb", help="Warehouse file.")]
+WarehouseFile = Annotated[
+    Path,
+    typer.Option(
+        "--duckdb",
+        help="Warehouse file; the working folders (dlt's, the webhooks' inbox and secrets) are "
+        "beside it.",
+    ),
+]
+# `--duckdb` of the demo, which starts the file afresh.
+NewWarehouseFile = Annotated[Path, typer.Option("--duckdb", help="Warehouse file to (re)create.")]
 WorkspacesOption = Annotated[
     list[str] | None,
     typer.Option(
         "--workspace",
-        help="Load only this configured workspace ([sources.signing.workspaces.<name>]); "
-        "repeat for several. Default: all of them.",
+        help="Only this configured workspace ([sources.signing.workspaces.<name>]); repeat for "
+        "several. Default: all of them.",
     ),
 ]
 SinceOption = Annotated[

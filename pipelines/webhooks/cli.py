@@ -6,7 +6,6 @@ The receiver's service is imported where it is used: its drains load dlt, which 
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,6 +13,7 @@ import typer
 from pipelines.configuration import WorkspaceEntry, choose, configured_workspaces
 from pipelines.console import output
 from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.options import WarehouseDestination, WarehouseFile, WorkspacesOption
 from pipelines.errors import SigningEtlError
 from pipelines.outcome import SIGNAL_BASE
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
@@ -40,16 +40,6 @@ webhooks_app = typer.Typer(
     rich_markup_mode=None,
 )
 
-WarehouseFile = Annotated[
-    Path,
-    typer.Option(
-        "--duckdb", help="Warehouse file; the inbox and the secrets live in a folder beside it."
-    ),
-]
-WorkspacesOption = Annotated[
-    list[str] | None,
-    typer.Option("--workspace", help="Only this configured workspace (repeatable). Default: all."),
-]
 TargetOption = Annotated[
     str,
     typer.Option(
@@ -178,9 +168,7 @@ def serve_command(
     max_body_bytes: Annotated[
         int, typer.Option(min=1024, help="Largest delivery body read.")
     ] = DEFAULT_MAX_BODY_BYTES,
-    destination: Annotated[
-        str, typer.Option(help="The warehouse's dlt destination (duckdb, postgres, ...).")
-    ] = DEFAULT_DESTINATION,
+    destination: WarehouseDestination = DEFAULT_DESTINATION,
     workspace: WorkspacesOption = None,
 ) -> None:
     """Receive webhook deliveries for every configured workspace at /<name>, keep them in the
