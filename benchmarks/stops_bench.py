@@ -103,6 +103,89 @@ def measure(
     )
 
 
+def after_requests(running: RunningSandbox, process: subprocess.Popen[str], count: int) -> None:
+    """Block until the sandbox has answered `count` more requests of the load."""
+    start = served(running)
+    wait_until(lambda: served(running) - start >= count, process)
+
+
+def signals(running: RunningSandbox, base: Path, args: argparse.Namespace) -> None:
+    for name, number in (("SIGINT", signal.SIGINT), ("SIGTERM", signal.SIGTERM)):
+        process = start_load(running, base / name, running.api_key)
+
+        def send(process: subprocess.Popen[str] = process, number: int = number) -> float:
+            after_requests(running, process, 100)
+            process.send_signal(number)
+            return time.monotonic()
+
+        measure(name, running, process, send)
+
+
+def budget(running: RunningSandbox, base: Path, args: argparse.Namespace) -> None:
+    start = served(running)
+    process = start_load(running, base / "budget", running.api_key, "--max-requests", "100")
+
+    def budget_spent() -> float:
+        wait_until(lambda: served(running) - start >= 100, process)
+        return time.monotonic()
+
+    measure("--max-requests 100", running, process, budget_spent)
+
+
+def revoked_key(running: RunningSandbox, base: Path, args: argparse.Namespace) -> None:
+    key = httpx.post(
+        f"{running.root_url}/_sandbox/keys", json={"name": "bench", "scopes": ["read"]}
+    ).json()["key"]
+    process = start_load(running, base / "revoked", key)
+
+    def revoke() -> float:
+        after_requests(running, process, 100)
+        httpx.post(f"{running.root_url}/_sandbox/keys/revoke", json={"key": key})
+        return time.monotonic()
+
+    measure("key revoked", running, process, revoke)
+
+
+def daily_limit(running: RunningSandbox, base: Path, args: argparse.Namespace) -> None:
+    httpx.patch(
+        f"{running.root_url}/_sandbox/config",
+        json={
+            "limits_enabled": True,
+            "requests_per_second": 1000,
+            "burst": 1000,
+            "requests_per_minute": 100_000,
+            "daily_requests": served(running) + 100,
+        },
+    ).raise_for_status()
+    refused = sandbox_count(running, "requests_refused")
+    process = start_load(running, base / "daily", running.api_key)
+
+    def first_refusal() -> float:  # the first 429 of the daily cap
+        wait_until(lambda: sandbox_count(running, "requests_refused") > refused, process)
+        return time.monotonic()
+
+    measure("daily limit", running, process, first_refusal)
+    httpx.patch(
+        f"{running.root_url}/_sandbox/config",
+        json={"limits_enabled": False, "daily_requests": None},
+    ).raise_for_status()
+
+
+def service_gone(running: RunningSandbox, base: Path, args: argparse.Namespace) -> None:
+    process = start_load(
+        running, base / "gone", running.api_key, give_up_after_seconds=args.give_up_after
+    )
+
+    def stop_serving() -> float:
+        after_requests(running, process, 100)
+        running.stop()
+        return time.monotonic()
+
+    label = f"service gone (give up {args.give_up_after:.0f} s)"
+    measure(label, running, process, stop_serving, serving=False)
+    running.start()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shipments", type=int, default=600)
@@ -112,83 +195,11 @@ def main() -> None:
         seed=3, shipments=args.shipments, start_ms=START_MS, limits_enabled=False
     )
     with tempfile.TemporaryDirectory() as scratch, RunningSandbox(config) as running:
-        base = Path(scratch)
         print(
             f"{args.shipments:,} shipments; the load paced at {RATE}/s; events after 100 requests"
         )
-
-        def after_requests(process: subprocess.Popen[str], count: int) -> None:
-            start = served(running)
-            wait_until(lambda: served(running) - start >= count, process)
-
-        for name, number in (("SIGINT", signal.SIGINT), ("SIGTERM", signal.SIGTERM)):
-            folder = base / name
-            process = start_load(running, folder, running.api_key)
-
-            def send(process: subprocess.Popen[str] = process, number: int = number) -> float:
-                after_requests(process, 100)
-                process.send_signal(number)
-                return time.monotonic()
-
-            measure(name, running, process, send)
-
-        budget = base / "budget"
-        start = served(running)
-        process = start_load(running, budget, running.api_key, "--max-requests", "100")
-
-        def budget_spent() -> float:
-            wait_until(lambda: served(running) - start >= 100, process)
-            return time.monotonic()
-
-        measure("--max-requests 100", running, process, budget_spent)
-
-        key = httpx.post(
-            f"{running.root_url}/_sandbox/keys", json={"name": "bench", "scopes": ["read"]}
-        ).json()["key"]
-        process = start_load(running, base / "revoked", key)
-
-        def revoke() -> float:
-            after_requests(process, 100)
-            httpx.post(f"{running.root_url}/_sandbox/keys/revoke", json={"key": key})
-            return time.monotonic()
-
-        measure("key revoked", running, process, revoke)
-
-        httpx.patch(
-            f"{running.root_url}/_sandbox/config",
-            json={
-                "limits_enabled": True,
-                "requests_per_second": 1000,
-                "burst": 1000,
-                "requests_per_minute": 100_000,
-                "daily_requests": served(running) + 100,
-            },
-        ).raise_for_status()
-        refused = sandbox_count(running, "requests_refused")
-        process = start_load(running, base / "daily", running.api_key)
-
-        def daily_limit() -> float:  # the first 429 of the daily cap
-            wait_until(lambda: sandbox_count(running, "requests_refused") > refused, process)
-            return time.monotonic()
-
-        measure("daily limit", running, process, daily_limit)
-        httpx.patch(
-            f"{running.root_url}/_sandbox/config",
-            json={"limits_enabled": False, "daily_requests": None},
-        ).raise_for_status()
-
-        process = start_load(
-            running, base / "gone", running.api_key, give_up_after_seconds=args.give_up_after
-        )
-
-        def service_gone() -> float:
-            after_requests(process, 100)
-            running.stop()
-            return time.monotonic()
-
-        label = f"service gone (give up {args.give_up_after:.0f} s)"
-        measure(label, running, process, service_gone, serving=False)
-        running.start()
+        for event in (signals, budget, revoked_key, daily_limit, service_gone):
+            event(running, Path(scratch), args)
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ from pipelines.webhooks.secrets_file import (
     stamp,
 )
 from sources.signing import SigningAPIError, checked_base_url
-from sources.signing.client import item_path, retry_after_seconds
+from sources.signing.answers import retry_after_seconds
 from sources.signing.errors import one_line
+from sources.signing.urls import item_path
 
 # The events whose deliveries name a record the drains load (the reference's, without
 # `inquiry.answered`: inquiries are not loaded).

@@ -17,7 +17,6 @@ from dlt.sources import DltResource
 
 from . import settings
 from .children import fetch_for_each
-from .client import checked_base_url, item_path
 from .columns import PERSONAL_COLUMNS, column_hints
 from .configuration import Pacing, SigningConfiguration, configured_source
 from .connection import connect
@@ -68,6 +67,7 @@ from .rows import (
 from .selection import SOURCE_TABLES, chosen_resources
 from .stats import RunCounters, RunStats
 from .times import parse_iso, to_iso
+from .urls import checked_base_url, item_path
 
 EVENTS_LIMIT = settings.EVENTS_LIMIT  # the API's cap on one audit trail
 RESOURCES = settings.RESOURCES

@@ -18,9 +18,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any, Literal
-from urllib.parse import quote
+from typing import Any
 
 import httpx
 import orjson
@@ -36,13 +34,23 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from . import settings
+from .answers import (
+    WANTED,
+    DataShape,
+    TooDeep,
+    deeper_than,
+    describe,
+    endpoint_name,
+    error_for,
+    misshapen,
+    retry_after_seconds,
+    server_time,
+    whole_number,
+)
 from .control import RunControl
 from .errors import (
-    AuthError,
     DailyLimitReached,
-    Forbidden,
     KeyRefused,
-    NotFound,
     ResponseTooLarge,
     RetryAfterTooLong,
     ServiceUnreachable,
@@ -61,11 +69,11 @@ from .transport import (
     proxy_for,
     read_body,
 )
+from .urls import checked_base_url
 
 log = logging.getLogger(__name__)
-
-# What `data` must be in an answer (see `SigningClient.get_data`).
-DataShape = Literal["records", "entries", "record"]
+# What keeps a request from a usable answer (`SigningClient._unusable` says which is which).
+_NO_ANSWER = (httpx.HTTPError, ValueError, zlib.error, BodyTooLarge, TooDeep, UnaskedEncoding)
 
 # "Equal jitter": half the exponential step fixed, half random, so a retry never comes at once
 # and threads that failed together do not retry together.
@@ -86,46 +94,6 @@ class _FailingTooLong(stop_base):
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         return self._client.failing_for() >= self._client.give_up_after
-
-
-def checked_base_url(base_url: str) -> httpx.URL:
-    """`base_url` as a URL, or a one-line refusal that does not repeat its secret parts: a
-    user name, password or query string there would be logged with the URL, and httpx would
-    send the password as Basic auth instead of the key."""
-    hint = "; the key belongs in SOURCES__SIGNING__API_KEY"
-    try:
-        url = httpx.URL(base_url)
-    except (httpx.InvalidURL, TypeError, ValueError):
-        raise SigningAPIError(
-            "base_url is not a valid URL; check SOURCES__SIGNING__BASE_URL"
-        ) from None
-    if url.scheme not in ("http", "https") or not url.host:
-        raise SigningAPIError(
-            "base_url must be an http(s) URL with a host, like https://host/api/v1; "
-            "check SOURCES__SIGNING__BASE_URL"
-        )
-    shown = one_line(f"{url.scheme}://{url.netloc.decode()}{url.path}")
-    if url.userinfo:
-        raise SigningAPIError(
-            f"base_url must not hold a user name or password (given for {shown}){hint}"
-        )
-    if url.query or url.fragment:
-        raise SigningAPIError(
-            f"base_url must not have a query string or fragment (given for {shown}){hint}"
-        )
-    return url
-
-
-def item_path(*parts: str) -> str:
-    """A path from its segments, each id percent-encoded, so that an id from the service
-    (`../me`, `..`, `x?limit=1`) stays one segment of the path it was meant for."""
-    return "/" + "/".join(_segment(str(part)) for part in parts)
-
-
-def _segment(part: str) -> str:
-    """One path segment; `.` and `..` too, which URLs otherwise resolve away."""
-    quoted = quote(part, safe="")
-    return quoted.replace(".", "%2E") if part in (".", "..") else quoted
 
 
 @dataclass(frozen=True)
@@ -237,21 +205,11 @@ class SigningClient:
         if data is None or not isinstance(body, dict):
             reason = f"GET {self.clean(path)} answered 200 without `data` ({self._excerpt(body)})"
             raise self.control.stop(UnexpectedAnswer(reason))
-        if shape == "record":
-            wrong = None if isinstance(data, dict) and _usable_id(data.get("id")) else data
-        elif not isinstance(data, list):
-            wrong = data
-        else:
-            wrong = next((item for item in data if not _fits(item, shape)), None)
+        wrong = misshapen(data, shape)
         if wrong is not None:
-            wanted = {
-                "records": "objects with an `id`",
-                "entries": "objects",
-                "record": "an object with an `id`",
-            }[shape]
             raise self.control.stop(
                 UnexpectedAnswer(
-                    f"GET {self.clean(path)} answered `data` that is not {wanted} "
+                    f"GET {self.clean(path)} answered `data` that is not {WANTED[shape]} "
                     f"({self._excerpt(wrong)})"
                 )
             )
@@ -285,7 +243,7 @@ class SigningClient:
         self, path: str, params: Mapping[str, str | int] | None
     ) -> tuple[Any, datetime]:
         """One attempt: send, and send again after each 429 (waiting as told)."""
-        endpoint = _endpoint_name(path)
+        endpoint = endpoint_name(path)
         throttled = 0
         while True:
             response, body = self._send(path, params, endpoint)
@@ -309,7 +267,6 @@ class SigningClient:
         ticket = self.pacer.acquire()
         self.stats.request_sent()
         sent_at = time.monotonic()
-        shown = self.clean(path)
         try:
             with (
                 deadline(self.request_deadline),
@@ -317,49 +274,12 @@ class SigningClient:
             ):
                 content = read_body(response, self.max_response_bytes)
             body = orjson.loads(content) if content else None
-            if _deeper_than(body, settings.MAX_JSON_DEPTH):
-                raise _TooDeep
-        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as error:
-            # Time-outs, refused or dropped connections, bodies cut short of their length,
-            # answers that did not come whole within the deadline.
+            if deeper_than(body, settings.MAX_JSON_DEPTH):
+                raise TooDeep
+        except _NO_ANSWER as error:
             self._failed(ticket, sent_at)
-            if time.monotonic() - sent_at >= self.request_deadline:
-                reason = (
-                    f"no whole answer within request_deadline_seconds "
-                    f"({self.request_deadline:,.0f} s) on GET {shown}"
-                )
-                raise TransientError(reason) from None
-            raise TransientError(f"{self.clean(_describe(error))} on GET {shown}") from None
-        except (ValueError, zlib.error) as error:  # not JSON: cut short, or a proxy's page
-            self._failed(ticket, sent_at)
-            raise TransientError(f"an unreadable body on GET {shown}") from error
-        except BodyTooLarge as error:
-            self._failed(ticket, sent_at)
-            raise self.control.stop(
-                ResponseTooLarge(
-                    f"GET {shown} answered more than max_response_bytes ({error.limit:,} "
-                    f"bytes, decompressed); nothing more was read"
-                )
-            ) from None
-        except _TooDeep:
-            self._failed(ticket, sent_at)
-            raise self.control.stop(
-                UnexpectedAnswer(
-                    f"GET {shown} answered JSON nested deeper than "
-                    f"{settings.MAX_JSON_DEPTH} levels, which no record of the API is"
-                )
-            ) from None
-        except UnaskedEncoding as error:
-            self._failed(ticket, sent_at)
-            raise self.control.stop(
-                UnexpectedAnswer(
-                    f"GET {shown} answered in Content-Encoding {self.clean(error)}, "
-                    f"which was not asked for ({ACCEPT_ENCODING} were)"
-                )
-            ) from None
-        except httpx.HTTPError as error:  # a bad URL or header: no retry can help
-            self._failed(ticket, sent_at)
-            raise SigningAPIError(f"cannot send GET {shown}: {self.clean(error)}") from None
+            unreadable = isinstance(error, ValueError | zlib.error)
+            raise self._unusable(error, path, sent_at) from (error if unreadable else None)
         finally:
             self.stats.request_done()
         if response.status_code >= 500 or response.status_code == 408:
@@ -371,13 +291,54 @@ class SigningClient:
         self._note_limits(response.headers)
         return response, body
 
+    def _unusable(self, error: Exception, path: str, sent_at: float) -> SigningAPIError:
+        """The exception for a request that got no usable answer: a failure that may pass
+        (retried), one that comes back the same (the run stops), or one no retry can help."""
+        shown = self.clean(path)
+        if isinstance(
+            error, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError
+        ):
+            # Time-outs, refused or dropped connections, bodies cut short of their length,
+            # answers that did not come whole within the deadline.
+            if time.monotonic() - sent_at >= self.request_deadline:
+                return TransientError(
+                    f"no whole answer within request_deadline_seconds "
+                    f"({self.request_deadline:,.0f} s) on GET {shown}"
+                )
+            return TransientError(f"{self.clean(describe(error))} on GET {shown}")
+        if isinstance(error, ValueError | zlib.error):  # not JSON: cut short, or a proxy's page
+            return TransientError(f"an unreadable body on GET {shown}")
+        if isinstance(error, BodyTooLarge):
+            return self.control.stop(
+                ResponseTooLarge(
+                    f"GET {shown} answered more than max_response_bytes ({error.limit:,} "
+                    f"bytes, decompressed); nothing more was read"
+                )
+            )
+        if isinstance(error, TooDeep):
+            return self.control.stop(
+                UnexpectedAnswer(
+                    f"GET {shown} answered JSON nested deeper than "
+                    f"{settings.MAX_JSON_DEPTH} levels, which no record of the API is"
+                )
+            )
+        if isinstance(error, UnaskedEncoding):
+            return self.control.stop(
+                UnexpectedAnswer(
+                    f"GET {shown} answered in Content-Encoding {self.clean(error)}, "
+                    f"which was not asked for ({ACCEPT_ENCODING} were)"
+                )
+            )
+        # A bad URL or header: no retry can help.
+        return SigningAPIError(f"cannot send GET {shown}: {self.clean(error)}")
+
     def _note_limits(self, headers: Mapping[str, str]) -> None:
         """The service's clock and the limits it reported, for the run record and `status`."""
         self.stats.answered(
             server_time(headers),
             headers.get("x-ratelimit-scope"),
-            _whole_number(headers.get("x-ratelimit-limit")),
-            _whole_number(headers.get("x-daily-remaining")),
+            whole_number(headers.get("x-ratelimit-limit")),
+            whole_number(headers.get("x-daily-remaining")),
         )
 
     def _failed(self, ticket: int, sent_at: float) -> None:
@@ -424,7 +385,7 @@ class SigningClient:
 
     def _refused(self, status: int, body: Any, path: str) -> SigningAPIError:
         """The error for a refusal; a refused key stops the whole run at once."""
-        error = _error_for(status, body, self.clean(path), self.clean)
+        error = error_for(status, body, self.clean(path), self.clean)
         if status == 401 or (status == 403 and path not in settings.SKIPPABLE_ON_403):
             return self.control.stop(KeyRefused(str(error)))
         return error
@@ -434,98 +395,3 @@ class SigningClient:
         self.stats.count_retry()
         failure = state.outcome.exception() if state.outcome else None
         log.info("%s; retry %d in %.1f s", failure, state.attempt_number, state.upcoming_sleep)
-
-
-def retry_after_seconds(headers: Mapping[str, str], body: Any) -> float | None:
-    """`Retry-After` in seconds, given as seconds, as an HTTP date (measured against the
-    response's own `Date`, so clock skew does not matter), or only in the body."""
-    raw = headers.get("retry-after")
-    if raw is not None:
-        raw = raw.strip()
-        try:
-            return max(0.0, float(raw))
-        except ValueError:
-            pass
-        try:
-            moment = parsedate_to_datetime(raw)
-        except (TypeError, ValueError):
-            moment = None
-        if moment is not None:
-            now = server_time(headers) or datetime.now(UTC)
-            return max(0.0, (moment - now).total_seconds())
-    if isinstance(body, dict) and isinstance(body.get("retry_after"), int | float):
-        return max(0.0, float(body["retry_after"]))
-    return None
-
-
-def _whole_number(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def server_time(headers: Mapping[str, str]) -> datetime | None:
-    """The service's clock from the `Date` header, if it sent one."""
-    try:
-        moment = parsedate_to_datetime(headers["date"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _describe(error: httpx.HTTPError) -> str:
-    """A transport error in words: its class, and its message when it has one."""
-    detail = str(error).strip()
-    return f"{type(error).__name__} ({detail})" if detail else type(error).__name__
-
-
-def _endpoint_name(path: str) -> str:
-    """`/shipments/shp_1/events` -> `/shipments/{id}/events`, for per-endpoint counts."""
-    parts = path.strip("/").split("/")
-    return "/" + "/".join(p if i % 2 == 0 else "{id}" for i, p in enumerate(parts))
-
-
-class _TooDeep(Exception):
-    """A JSON body nested deeper than `settings.MAX_JSON_DEPTH`."""
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether `value` nests lists or objects more than `limit` levels deep (a walk without
-    recursion, so a body nested a thousand deep costs no stack)."""
-    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
-
-
-def _fits(item: Any, shape: DataShape) -> bool:
-    """Whether one item of a `data` list has `shape` (`records` or `entries`)."""
-    return isinstance(item, dict) and (shape == "entries" or _usable_id(item.get("id")))
-
-
-def _usable_id(value: Any) -> bool:
-    """An id a row can be keyed by: a non-empty string or an integer."""
-    return (isinstance(value, str) and value != "") or (
-        isinstance(value, int) and not isinstance(value, bool)
-    )
-
-
-def _error_for(
-    status: int, body: Any, path: str, clean: Callable[[object], str]
-) -> SigningAPIError:
-    """The exception for a refusal; the service's message is quoted as one clean line."""
-    error = body.get("error", {}) if isinstance(body, dict) else {}
-    message = error.get("message") if isinstance(error, dict) else None
-    detail = f": {clean(message)}" if message else ""
-    if status == 401:
-        return AuthError(f"the API key was refused (401 unauthorized{detail}); check the key")
-    if status == 403:
-        return Forbidden(f"the API key lacks a permission for GET {path} (403 forbidden{detail})")
-    if status == 404:
-        return NotFound(f"GET {path} answered 404{detail}")
-    return SigningAPIError(f"GET {path} answered HTTP {status}{detail}")

@@ -117,11 +117,7 @@ def anchored_pages(
             position.step_backs += 1
             offset = max(0, offset - (page_size - overlap))
         else:
-            for record in items if cut is None else items[cut + 1 :]:
-                digest = fingerprint(record)
-                if seen.get(record["id"]) != digest:
-                    seen[record["id"]] = digest
-                    fresh.append(Read(record, digest))
+            fresh = _not_read(items if cut is None else items[cut + 1 :], seen)
             end = offset + len(items)
             short = len(items) < page_size
             ended = short and (not fresh or page.total is None or end >= page.total)
@@ -142,6 +138,18 @@ def anchored_pages(
         if without_new >= patience:
             report.gave_up = f"{without_new} pages in a row brought no record not read before"
             return
+
+
+def _not_read(records: list[Record], seen: dict[str, str]) -> list[Read]:
+    """The records not read before in this pass as they are now (new, or changed since), with
+    their fingerprints; `seen` learns them."""
+    fresh = []
+    for record in records:
+        digest = fingerprint(record)
+        if seen.get(record["id"]) != digest:
+            seen[record["id"]] = digest
+            fresh.append(Read(record, digest))
+    return fresh
 
 
 def _note_oddities(page: ListPage, offset: int, page_size: int, report: PagingReport) -> None:

@@ -25,11 +25,11 @@ from . import (
     shipments,
 )
 from .children import fetch_for_each
-from .client import item_path
 from .context import SyncContext
 from .errors import RunStopped
 from .paging import Record
 from .rows import shape_contact
+from .urls import item_path
 
 
 @dlt.source(name="signing", max_table_nesting=1)

@@ -34,8 +34,9 @@ from sources.signing import (
     configured_source,
     connect,
 )
-from sources.signing.client import SigningClient, item_path
+from sources.signing.client import SigningClient
 from sources.signing.errors import NotFound
+from sources.signing.urls import item_path
 from tests.support import (
     FakeAPI,
     FakeWorkspace,
