@@ -26,7 +26,6 @@ from ._index import Index, Page, filtered_page
 from ._keys import ALL_SCOPES, Keyring, derived_secret
 from ._model import (
     JSON,
-    WEBHOOK_EVENT,
     Contact,
     Document,
     IdempotentReply,
@@ -34,6 +33,7 @@ from ._model import (
     Shipment,
     Webhook,
 )
+from ._steps import WEBHOOK_EVENT
 from ._timeline import DAY_MS, SandboxClock, apply_until, next_step_ms
 
 MAX_RECIPIENTS = 200

@@ -14,7 +14,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ._model import Kind, Recipient, Shipment, pack_step, unpack_step
+from ._model import Recipient, Shipment
+from ._steps import Kind, pack_step, unpack_step
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
