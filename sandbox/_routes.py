@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from . import _writes
 from ._errors import DailyAllowanceExhausted, SandboxError
 from ._http import error_handlers, error_response, json_body, json_response
 from ._keys import ApiKey
@@ -214,7 +215,7 @@ async def create_shipment(request: Request) -> Response:
     if days is not None and not 1 <= days <= 365:
         raise SandboxError(422, "invalid_request", "expires_in_days must be 1 to 365")
     with store.lock:
-        status, reply = store.create_shipment(body, request.headers.get("idempotency-key"))
+        status, reply = _writes.create_shipment(store, body, request.headers.get("idempotency-key"))
     return json_response(reply, status)
 
 
@@ -265,7 +266,7 @@ async def upsert_contact(request: Request) -> Response:
     if isinstance(body.get("email"), str) and "@" not in body["email"]:
         raise SandboxError(422, "invalid_request", "email is not an e-mail address")
     with store.lock:
-        status, contact = store.upsert_contact(body)
+        status, contact = _writes.upsert_contact(store, body)
         return json_response({"data": contact.to_json()}, status)
 
 
@@ -298,7 +299,7 @@ async def create_webhook(request: Request) -> Response:
             422, "invalid_request", "target_url must be an HTTPS URL (http only for localhost)"
         )
     with store.lock:
-        hook = store.create_webhook(event, target)
+        hook = _writes.create_webhook(store, event, target)
         return json_response({"data": hook.to_json(with_secret=True)}, 201)
 
 
@@ -315,7 +316,7 @@ async def delete_webhook(request: Request) -> Response:
     store = _store(request, "write")
     hook_id = request.path_params["id"]
     with store.lock:
-        store.delete_webhook(hook_id)
+        _writes.delete_webhook(store, hook_id)
     return json_response({"data": {"id": hook_id, "deleted": True}})
 
 
