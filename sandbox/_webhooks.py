@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from ._model import JSON, iso
+from ._model import JSON, Webhook, iso
 from ._store import StepEvent, Store
 
 MAX_RETRIES = 5
@@ -245,7 +245,7 @@ class WebhookDispatcher:
         task.add_done_callback(self._tasks.discard)
 
     async def _deliver(self, store: Store, delivery: Delivery, body: bytes) -> None:
-        assert self._client is not None
+        """Every attempt of one delivery, until an answer is final or the retries are used up."""
         if delivery.held_s > 0:
             await asyncio.sleep(delivery.held_s)
         delay = store.config.webhook_retry_base_s
@@ -256,63 +256,80 @@ class WebhookDispatcher:
                 delivery.state = "unsubscribed" if hook is None else "deactivated"
                 return
             delivery.state = "sending"
-            sent_at = time.time()
-            # Real time, as the service stamps it: receivers judge freshness by their clock.
-            timestamp = str(int(sent_at) - (STALE_AGE_S if delivery.stale else 0))
-            headers = {
-                "Content-Type": "application/json",
-                "X-Service-Event": delivery.event,
-                "X-Service-Delivery": delivery.delivery_id,
-                "X-Service-Timestamp": timestamp,
-            }
-            if hook.secret:
-                secret = FORGED_SECRET if delivery.tampered == "signature" else hook.secret
-                headers["X-Service-Signature"] = signature(secret, timestamp, body)
-            async with self._slots:
-                try:
-                    response = await self._client.post(
-                        hook.target_url,
-                        content=sent_body,
-                        headers=headers,
-                        timeout=store.config.webhook_timeout_s,  # may change at run time
-                    )
-                    status: int | None = response.status_code
-                    outcome = str(status)
-                except httpx.TimeoutException:
-                    status, outcome = None, "timeout"
-                except httpx.TransportError as error:
-                    status, outcome = None, f"network error: {type(error).__name__}"
-            attempt = Attempt(sent_at, timestamp, status, outcome)
-            delivery.attempts.append(attempt)
-            self.attempts[store.workspace.id] += 1
-            last = number == MAX_RETRIES
+            attempt = await self._post(store, hook, delivery, body, sent_body)
             with store.lock:
-                if status is not None and 200 <= status < 300:
-                    if delivery.duplicate and not delivery.duplicated and not last:
-                        # The answer is "lost": the sender knows no better than to send again.
-                        attempt.answer_lost = True
-                        hook.failure_count += 1
-                        hook.last_error = "answer lost"
-                        retry = True
-                    else:
-                        hook.delivery_count += 1
-                        hook.last_delivered_at = store.clock.now_ms()
-                        delivery.state = "delivered"
-                        return
-                else:
-                    hook.failure_count += 1
-                    hook.last_error = outcome if status is None else f"HTTP {status}"
-                    if status == 410:
-                        hook.is_active = False
-                        delivery.state = "deactivated"
-                        return
-                    retry = status is None or status >= 500 or status in RETRYABLE_STATUS
-            if not retry or last:
-                delivery.state = "failed"
+                again = _settle(store, hook, delivery, attempt, last=number == MAX_RETRIES)
+            if not again:
                 return
             delivery.state = "waiting"
             await asyncio.sleep(delay)
             delay *= 2
+
+    async def _post(
+        self, store: Store, hook: Webhook, delivery: Delivery, body: bytes, sent_body: bytes
+    ) -> Attempt:
+        """One POST of the delivery, signed over `body`, carrying `sent_body`; recorded."""
+        assert self._client is not None
+        sent_at = time.time()
+        # Real time, as the service stamps it: receivers judge freshness by their clock.
+        timestamp = str(int(sent_at) - (STALE_AGE_S if delivery.stale else 0))
+        headers = {
+            "Content-Type": "application/json",
+            "X-Service-Event": delivery.event,
+            "X-Service-Delivery": delivery.delivery_id,
+            "X-Service-Timestamp": timestamp,
+        }
+        if hook.secret:
+            secret = FORGED_SECRET if delivery.tampered == "signature" else hook.secret
+            headers["X-Service-Signature"] = signature(secret, timestamp, body)
+        async with self._slots:
+            try:
+                response = await self._client.post(
+                    hook.target_url,
+                    content=sent_body,
+                    headers=headers,
+                    timeout=store.config.webhook_timeout_s,  # may change at run time
+                )
+                status: int | None = response.status_code
+                outcome = str(status)
+            except httpx.TimeoutException:
+                status, outcome = None, "timeout"
+            except httpx.TransportError as error:
+                status, outcome = None, f"network error: {type(error).__name__}"
+        attempt = Attempt(sent_at, timestamp, status, outcome)
+        delivery.attempts.append(attempt)
+        self.attempts[store.workspace.id] += 1
+        return attempt
+
+
+def _settle(
+    store: Store, hook: Webhook, delivery: Delivery, attempt: Attempt, *, last: bool
+) -> bool:
+    """Count an attempt's answer on the subscription, and whether to send again; an answer
+    that ends the delivery sets its state. Called under the store lock."""
+    status = attempt.status
+    if status is not None and 200 <= status < 300:
+        if delivery.duplicate and not delivery.duplicated and not last:
+            # The answer is "lost": the sender knows no better than to send again.
+            attempt.answer_lost = True
+            hook.failure_count += 1
+            hook.last_error = "answer lost"
+            return True
+        hook.delivery_count += 1
+        hook.last_delivered_at = store.clock.now_ms()
+        delivery.state = "delivered"
+        return False
+    hook.failure_count += 1
+    hook.last_error = attempt.outcome if status is None else f"HTTP {status}"
+    if status == 410:
+        hook.is_active = False
+        delivery.state = "deactivated"
+        return False
+    retryable = status is None or status >= 500 or status in RETRYABLE_STATUS
+    if not retryable or last:
+        delivery.state = "failed"
+        return False
+    return True
 
 
 def _tampered(body: bytes) -> bytes:
