@@ -15,6 +15,7 @@ did is kept per delivery (`WebhookDispatcher.deliveries`) for tests to compare.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import random
@@ -160,8 +161,10 @@ class WebhookDispatcher:
     """Turns the events of every workspace into deliveries on the server's event loop."""
 
     def __init__(self, stores: Sequence[Store], *, concurrency: int = 16) -> None:
+        # Set while the server runs: a sandbox can be stopped and started again, on a new loop.
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: httpx.AsyncClient | None = None
+        self._concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.attempts: Counter[str] = Counter()  # POSTs made by workspace id, retries included
@@ -176,14 +179,19 @@ class WebhookDispatcher:
             self._rngs[store.workspace.id] = random.Random(f"{store.workspace.id}:webhooks")
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        # A semaphore belongs to the loop it first waited on: each start makes its own.
+        self._slots = asyncio.Semaphore(self._concurrency)
         self._client = httpx.AsyncClient()  # each POST sets the time-out its workspace has now
+        self._loop = asyncio.get_running_loop()
 
     async def stop(self) -> None:
+        """The sender is down until started again: events meanwhile are not delivered."""
+        self._loop = None
         for task in list(self._tasks):
             task.cancel()
         if self._client is not None:
             await self._client.aclose()
+            self._client = None
 
     def deliveries(self, store: Store) -> list[Delivery]:
         """The workspace's deliveries, oldest first (the last KEPT_DELIVERIES)."""
@@ -192,7 +200,8 @@ class WebhookDispatcher:
 
     def on_event(self, store: Store, event: StepEvent) -> None:
         """Called under the store lock from whatever thread changed the data."""
-        if self._loop is None:
+        loop = self._loop
+        if loop is None:
             return
         hooks = [h for h in store.webhooks.values() if h.is_active and h.event == event.event]
         if not hooks:
@@ -212,7 +221,8 @@ class WebhookDispatcher:
             with self._records_lock:
                 self._deliveries[store.workspace.id].append(delivery)
             if not delivery.dropped:
-                self._loop.call_soon_threadsafe(self._spawn, store, delivery, body)
+                with contextlib.suppress(RuntimeError):  # the loop closed since: the server stopped
+                    loop.call_soon_threadsafe(self._spawn, store, delivery, body)
 
     def _plan(self, store: Store, hook_id: str, target_url: str, event: StepEvent) -> Delivery:
         """The delivery's id and faults: the same number of draws whatever the rates, so that
