@@ -127,7 +127,13 @@ class Store:
         self.contacts_by_email[contact.email.lower()] = contact
 
     def change_email(self, contact: Contact, email: str) -> None:
-        """Give a live contact another e-mail address, and the e-mail lookup with it."""
+        """Give a live contact another e-mail address, and the e-mail lookup with it; one that
+        another live contact has is refused (422), as e-mails name one contact."""
+        holder = self.contacts_by_email.get(email.lower())
+        if holder is not None and holder is not contact:
+            raise SandboxError(
+                422, "invalid_request", f"contact {holder.id!r} has the e-mail already"
+            )
         self.contacts_by_email.pop(contact.email.lower(), None)
         contact.email = email
         self.contacts_by_email[email.lower()] = contact
