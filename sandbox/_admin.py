@@ -7,6 +7,7 @@ They need no key: they belong to whoever runs the sandbox, not to the API.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,8 @@ from starlette.routing import Route
 from . import _activity
 from ._errors import SandboxError
 from ._gateway import Gateway
-from ._http import json_body, json_response
+from ._http import check_string_list, check_types, json_body, json_response
+from ._keys import ALL_SCOPES
 from ._model import JSON, iso
 from ._routes import parse_since
 from ._store import RECORD_KINDS, RecordKind, Store
@@ -199,7 +201,13 @@ class Admin:
         """A key in each workspace acted on; the top level shows the first."""
         targets = self._targets(request)
         body = await json_body(request)
+        check_types(body, {"name": (str,), "expires_at": (str, type(None))})
+        check_string_list(body, "scopes")
+        if body.get("ip_allowlist") is not None:
+            check_string_list(body, "ip_allowlist")
         scopes = body.get("scopes", ["read"])
+        if not set(scopes) <= ALL_SCOPES:
+            raise SandboxError(422, "invalid_request", f"scopes are among {sorted(ALL_SCOPES)}")
         expires = parse_since(body.get("expires_at")) if body.get("expires_at") else None
         each: list[JSON] = []
         for store in targets:
@@ -229,11 +237,12 @@ class Admin:
         `touches_per_second` single-record updates scattered over all records."""
         targets = self._targets(request)
         body = await json_body(request)
+        check_types(body, {"running": (bool,)})
+        speed = _amount(body, "speed", 600)
+        touches = _amount(body, "touches_per_second", 20)
         for store in targets:
             self._stop(store)
             if body.get("running", True):
-                speed = float(body.get("speed", 600))
-                touches = float(body.get("touches_per_second", 20))
                 self.activity[store.workspace.id] = asyncio.get_running_loop().create_task(
                     _activity.run_in_background(store, speed, touches)
                 )
@@ -371,6 +380,14 @@ def _how_many(body: JSON, live: int) -> int:
     if not isinstance(share, int | float) or isinstance(share, bool) or not 0 <= share <= 1:
         raise SandboxError(422, "invalid_request", "share is a number between 0 and 1")
     return round(share * live)
+
+
+def _amount(body: JSON, name: str, default: float) -> float:
+    """A finite number of at least 0, or `default` when not given."""
+    value = body.get(name, default)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+        raise SandboxError(422, "invalid_request", f"{name} must be a number of at least 0")
+    return float(value)
 
 
 def _iso_now(store: Store) -> str:
