@@ -10,13 +10,13 @@ import asyncio
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from . import _activity
+from ._config import RUNTIME_SETTINGS, check_runtime_settings
 from ._errors import SandboxError
 from ._gateway import Gateway
 from ._http import check_string_list, check_types, json_body, json_response
@@ -26,32 +26,6 @@ from ._routes import parse_since
 from ._store import RECORD_KINDS, RecordKind, Store
 from ._timeline import DAY_MS
 from ._webhooks import WebhookDispatcher, delivery_counts
-
-# What PATCH /_sandbox/config may change at run time.
-SETTINGS = (
-    "burst",
-    "daily_requests",
-    "daily_shipments",
-    "delete_rate",
-    "fault_429_rate",
-    "fault_5xx_rate",
-    "fault_retry_after",
-    "fault_retry_after_s",
-    "fault_truncate_rate",
-    "limits_enabled",
-    "order",
-    "requests_per_minute",
-    "requests_per_second",
-    "restore_rate",
-    "webhook_delay_s",
-    "webhook_drop_rate",
-    "webhook_duplicate_rate",
-    "webhook_reorder_s",
-    "webhook_retry_base_s",
-    "webhook_stale_rate",
-    "webhook_tamper_rate",
-    "webhook_timeout_s",
-)
 
 
 class Admin:
@@ -172,27 +146,14 @@ class Admin:
     async def configure(self, request: Request) -> Response:
         targets = self._targets(request)
         body = await json_body(request)
-        unknown = set(body) - set(SETTINGS)
-        if unknown:
-            raise SandboxError(422, "invalid_request", f"unknown settings: {sorted(unknown)}")
-        if body.get("order", "asc") not in ("asc", "desc"):
-            raise SandboxError(422, "invalid_request", "order must be asc or desc")
-        if body.get("fault_retry_after", "seconds") not in (
-            "seconds",
-            "http-date",
-            "zero",
-            "mixed",
-        ):
-            raise SandboxError(422, "invalid_request", "fault_retry_after is not a known form")
-        for name, value in body.items():
-            _check_setting(name, value)
+        check_runtime_settings(body)
         each: list[JSON] = []
         for store in targets:
             with store.lock:
                 for name, value in body.items():
                     setattr(store.config, name, value)
                 self.gateway.reset_limits(store)
-            settings = {name: getattr(store.config, name) for name in SETTINGS}
+            settings = {name: getattr(store.config, name) for name in RUNTIME_SETTINGS}
             each.append({"workspace_id": store.workspace.id, **settings})
         first = {k: v for k, v in each[0].items() if k != "workspace_id"}
         return self._answer(first, each)
@@ -334,24 +295,6 @@ class Admin:
     def stop_activity(self) -> None:
         for store in self.stores:
             self._stop(store)
-
-
-def _check_setting(name: str, value: Any) -> None:
-    """Refuse a setting value that would break the sandbox instead of changing it."""
-    if name in ("order", "fault_retry_after"):
-        return
-    if name == "limits_enabled":
-        if not isinstance(value, bool):
-            raise SandboxError(422, "invalid_request", "limits_enabled must be true or false")
-        return
-    if value is None and name in ("requests_per_minute", "daily_requests"):
-        return
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise SandboxError(422, "invalid_request", f"{name} must be a number of at least 0")
-    if name.endswith("_rate") and value > 1:
-        raise SandboxError(422, "invalid_request", f"{name} is a rate between 0 and 1")
-    if name in ("burst", "requests_per_second", "requests_per_minute") and value == 0:
-        raise SandboxError(422, "invalid_request", f"{name} must be above 0")
 
 
 def _kind(body: JSON) -> RecordKind:
