@@ -315,3 +315,21 @@ def test_log_format_is_taken_after_the_command_too(tmp_path: Path) -> None:
         env=cli_env(None),
     )
     assert not asked.stderr.lstrip().startswith("{"), describe(asked)
+
+
+def test_missing_destination_credentials_name_the_destination_setting(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """A Postgres load without credentials says which setting gives them, not the source's."""
+    running = make_sandbox(shipments=10, limits_enabled=False)
+    env = cli_env(running)
+    env.pop("DESTINATION__POSTGRES__CREDENTIALS", None)
+
+    result = run_cli(
+        [*load_args(tmp_path / "signing.duckdb"), "--destination", "postgres"],
+        cwd=tmp_path,
+        env=env,
+    )
+
+    line = assert_one_line_failure(result, "DESTINATION__POSTGRES__CREDENTIALS")
+    assert "SOURCES__SIGNING__API_KEY" not in line, line
