@@ -97,17 +97,17 @@ def run_load(
 
 
 def _ours(warehouse: Path, base_url: str, api_key: str, workers: int) -> dict[str, Any]:
+    from dataclasses import replace
+
     from pipelines.load.run import load_incremental
+    from sources.signing import configured_source
 
     started = time.perf_counter()
-    result = load_incremental(
-        warehouse,
-        api_key=api_key,
-        base_url=base_url,
-        requests_per_second=UNBOUNDED_RATE,
-        burst=UNBOUNDED_BURST,
-        concurrency=workers,
+    settings = configured_source(api_key=api_key, base_url=base_url)
+    unbounded = replace(
+        settings, requests_per_second=UNBOUNDED_RATE, burst=UNBOUNDED_BURST, concurrency=workers
     )
+    result = load_incremental(warehouse, settings=unbounded)
     seconds = time.perf_counter() - started
     if result.exit_code:
         raise RuntimeError(f"our load stopped: {result.stopped}")

@@ -27,13 +27,12 @@ import dlt
 
 from pipelines.raw.deletions import PipelineRecords
 from sandbox import RunningSandbox, SandboxConfig
-from sources.signing import RunControl, connect
+from sources.signing import Pacing, RunControl, configured_source, connect
 from sources.signing.reconcile import reconcile
 
 START_MS = 1_767_225_600_000
 # Limits off, and a pacer that does not hold the source back either.
-REQUESTS_PER_SECOND = 5000.0
-BURST = 500
+PACING = Pacing(requests_per_second=5000.0, burst=500)
 
 
 def warehouse_of(running: RunningSandbox, folder: Path) -> tuple[dlt.Pipeline, str]:
@@ -59,14 +58,8 @@ def one_check(
     over every id (`load --reconcile`), else the last full pass is recent and the counts
     agree, so the cheap check decides."""
     control = RunControl()
-    connection = connect(
-        api_key=running.api_key,
-        base_url=running.base_url,
-        reconcile=full,
-        control=control,
-        requests_per_second=REQUESTS_PER_SECOND,
-        burst=BURST,
-    )
+    settings = configured_source(api_key=running.api_key, base_url=running.base_url)
+    connection = connect(settings.paced(PACING), reconcile=full, control=control)
     try:
         connection.deletions.warehouse = records
         connection.deletions.caught_up("shipments")  # as after the run's pass over its changes

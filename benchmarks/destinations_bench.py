@@ -18,16 +18,15 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from pipelines.load.run import load_incremental
 from pipelines.modeling.build import build_models
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
+from tests.support.loading import fast
 from tests.support.postgres import PostgresServer, running_postgres
 
 START_MS = 1_767_225_600_000
-FAST: dict[str, Any] = {"requests_per_second": 2000, "burst": 200}
 
 
 def one(side: str, running: RunningSandbox, server: PostgresServer, workdir: Path) -> None:
@@ -37,7 +36,7 @@ def one(side: str, running: RunningSandbox, server: PostgresServer, workdir: Pat
         os.environ["DESTINATION__POSTGRES__CREDENTIALS"] = server.create_database().credentials
     began = time.monotonic()
     place = Warehouse.at(warehouse, side)
-    result = load_incremental(place, api_key=running.api_key, base_url=running.base_url, **FAST)
+    result = load_incremental(place, settings=fast(running))
     loaded = time.monotonic() - began
     built = build_models(place)
     steps = ", ".join(f"{step} {seconds:.1f} s" for step, seconds in result.step_seconds.items())

@@ -27,9 +27,9 @@ from pipelines.load.run import LoadResult, load_incremental
 from pipelines.privacy.erasure import forget_person
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
+from tests.support.loading import fast
 
 START_MS = 1_767_225_600_000
-FAST: dict[str, Any] = {"requests_per_second": 2000, "burst": 200}
 KEY = {"SOURCES__SIGNING__PRIVACY__HASH_KEY": "benchmark-hash-key-0123456789"}
 KEEP = {**KEY, "SOURCES__SIGNING__PRIVACY__PRESET": "keep"}
 MINIMAL = {**KEY, "SOURCES__SIGNING__PRIVACY__PRESET": "minimal"}
@@ -43,9 +43,7 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
 
 def load(running: RunningSandbox, warehouse: Path, policy: dict[str, str]) -> LoadResult:
     with environment_set(policy):
-        result = load_incremental(
-            warehouse, api_key=running.api_key, base_url=running.base_url, **FAST
-        )
+        result = load_incremental(warehouse, settings=fast(running))
     assert result.exit_code == 0, result.stopped
     return result
 

@@ -44,8 +44,13 @@ def sandbox_count(running: RunningSandbox, name: str) -> int:
 
 
 def start_load(
-    running: RunningSandbox, folder: Path, key: str, *extra: str, **settings: str
+    running: RunningSandbox,
+    folder: Path,
+    key: str,
+    *extra: str,
+    give_up_after_seconds: float | None = None,
 ) -> subprocess.Popen[str]:
+    """`signing-etl load` of the sandbox in a process of its own, configured as a user does."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
     env.update(
         {
@@ -53,9 +58,10 @@ def start_load(
             "SOURCES__SIGNING__BASE_URL": running.base_url,
             "SOURCES__SIGNING__REQUESTS_PER_SECOND": str(RATE),
             "SOURCES__SIGNING__BURST": "5",
-            **{f"SOURCES__SIGNING__{k.upper()}": v for k, v in settings.items()},
         }
     )
+    if give_up_after_seconds is not None:
+        env["SOURCES__SIGNING__GIVE_UP_AFTER_SECONDS"] = str(give_up_after_seconds)
     warehouse = folder / "signing.duckdb"
     args = ["load", "--duckdb", str(warehouse), "--no-models", *extra]
     return subprocess.Popen(
@@ -172,7 +178,7 @@ def main() -> None:
         ).raise_for_status()
 
         process = start_load(
-            running, base / "gone", running.api_key, give_up_after_seconds=str(args.give_up_after)
+            running, base / "gone", running.api_key, give_up_after_seconds=args.give_up_after
         )
 
         def service_gone() -> float:

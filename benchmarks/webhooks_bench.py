@@ -46,6 +46,7 @@ from pipelines.warehouse import Warehouse
 from pipelines.webhooks.secrets_file import SecretsFile
 from pipelines.webhooks.subscriptions import subscribe
 from sandbox import RunningSandbox, SandboxConfig
+from sources.signing import Pacing, configured_source
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -169,8 +170,9 @@ def main() -> None:
         hooks, polled = folder / "webhooks.duckdb", folder / "polls.duckdb"
         env_values = source_environment(running.base_url, running.api_key)
         with environment_set(env_values):
-            load_incremental(hooks, requests_per_second=1000, burst=200)
-            load_incremental(polled, requests_per_second=1000, burst=200)
+            limits_off = configured_source().paced(Pacing(requests_per_second=1000, burst=200))
+            load_incremental(hooks, settings=limits_off)
+            load_incremental(polled, settings=limits_off)
         admin = f"{running.root_url}/_sandbox"
         httpx.patch(f"{admin}/config", json={"limits_enabled": True}).raise_for_status()
         port = free_port()

@@ -5,11 +5,14 @@ Each entry names one key of one workspace:
     [sources.signing.workspaces.acme]        # .dlt/secrets.toml
     api_key = "sk_live_..."
     base_url = "https://host/api/v1"         # optional: `sources.signing.base_url` otherwise
+    deletes = "hard"                         # optional: `sources.signing.deletes` otherwise
 
-or `SOURCES__SIGNING__WORKSPACES__ACME__API_KEY` in the environment. Without named entries, the
-single `sources.signing.api_key` (`SOURCES__SIGNING__API_KEY`) is the one workspace, named
-`default`. The name is only a handle for `--workspace`: a workspace's state belongs to the id
-its key's `/me` answers with, so renaming an entry or rotating its key continues where it was.
+or `SOURCES__SIGNING__WORKSPACES__ACME__API_KEY` (and `__BASE_URL`, `__DELETES`) in the
+environment; the source's other settings are `[sources.signing]`'s, shared by every entry.
+Without named entries, the single `sources.signing.api_key` (`SOURCES__SIGNING__API_KEY`) is
+the one workspace, named `default`. The name is only a handle for `--workspace`: a
+workspace's state belongs to the id its key's `/me` answers with, so renaming an entry or
+rotating its key continues where it was.
 """
 
 from __future__ import annotations
@@ -23,10 +26,19 @@ from typing import Any
 import dlt
 
 from pipelines.errors import ConfigError
-from sources.signing import SigningAPIError, checked_base_url
+from sources.signing import (
+    DELETE_MODES,
+    SigningAPIError,
+    SigningConfiguration,
+    checked_base_url,
+    configured_source,
+)
+from sources.signing.errors import one_line
 
 SECTION = ("sources", "signing", "workspaces")
 DEFAULT_NAME = "default"
+# What a named entry may set for its workspace besides its key.
+ENTRY_SETTINGS = ("base_url", "deletes")
 _ENV_KEY = re.compile(r"^SOURCES__SIGNING__WORKSPACES__(?P<name>[A-Za-z0-9_-]+?)__API_KEY$")
 
 
@@ -37,10 +49,16 @@ class WorkspaceEntry:
     name: str
     base_url: str  # checked: no user, password or query string, so it may be shown
     api_key: str = field(repr=False)  # never printed
+    deletes: str | None = None  # its own treatment of deleted records (checked), else shared
 
-    def source_settings(self) -> dict[str, Any]:
-        """The dlt source's settings this entry gives (its key and API root)."""
-        return {"api_key": self.api_key, "base_url": self.base_url}
+    def settings(self) -> SigningConfiguration:
+        """The source's settings for this workspace: its key and API root, the rest from
+        `[sources.signing]` (resolved now, from dlt's configuration).
+
+        Raises:
+            ConfigValueCannotBeCoercedException: a setting is not of its type.
+        """
+        return configured_source(api_key=self.api_key, base_url=self.base_url, deletes=self.deletes)
 
 
 def _configured_entries() -> dict[str, dict[str, str]]:
@@ -54,9 +72,10 @@ def _configured_entries() -> dict[str, dict[str, str]]:
         if found:
             entry = entries.setdefault(found["name"].lower(), {})
             entry["api_key"] = os.environ[variable]
-            url = os.environ.get(variable.removesuffix("API_KEY") + "BASE_URL")
-            if url:
-                entry["base_url"] = url
+            for name in ENTRY_SETTINGS:
+                value = os.environ.get(variable.removesuffix("API_KEY") + name.upper())
+                if value:
+                    entry[name] = value
     for provider in dlt.config.config_providers:
         value, _ = provider.get_value(SECTION[-1], dict, None, *SECTION[:-1])
         for name, fields in value.items() if isinstance(value, dict) else []:
@@ -77,7 +96,8 @@ def configured_workspaces() -> list[WorkspaceEntry]:
     """Every configured workspace, in configuration order; the single key when none is named.
 
     Raises:
-        ConfigError: an entry lacks its key or base URL, or nothing is configured.
+        ConfigError: an entry lacks its key or base URL, names an unknown `deletes`, or
+            nothing is configured.
     """
     default_url = _setting("sources.signing.base_url")
     named = _configured_entries()
@@ -101,7 +121,8 @@ def configured_workspaces() -> list[WorkspaceEntry]:
                 f"workspace {name!r} has no {what}; set it in .dlt/secrets.toml "
                 f'([{".".join(SECTION)}."{name}"] {what} = ...) or as {variable}'
             )
-        entries.append(WorkspaceEntry(name, _checked(url, name), key))
+        deletes = _deletes(fields.get("deletes"), name)
+        entries.append(WorkspaceEntry(name, _checked(url, name), key, deletes))
     return entries
 
 
@@ -112,6 +133,17 @@ def _checked(base_url: str, name: str) -> str:
     except SigningAPIError as error:
         raise ConfigError(f"workspace {name!r}: {error}") from None
     return base_url
+
+
+def _deletes(value: str | None, name: str) -> str | None:
+    """An entry's own `deletes`, or a one-line ConfigError that names its variable."""
+    if value is None or value.strip().lower() in DELETE_MODES:
+        return value
+    variable = "__".join((*SECTION, name, "deletes")).upper()
+    raise ConfigError(
+        f"workspace {name!r}: deletes must be {' or '.join(DELETE_MODES)} ({variable}), "
+        f"not {one_line(value, 40)!r}"
+    )
 
 
 def choose(entries: Sequence[WorkspaceEntry], names: Iterable[str]) -> list[WorkspaceEntry]:

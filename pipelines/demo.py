@@ -18,7 +18,6 @@ from typing import Annotated
 
 import httpx
 import typer
-from dlt.pipeline.exceptions import PipelineStepFailed
 from rich.text import Text
 
 from pipelines.console import output
@@ -26,18 +25,19 @@ from pipelines.console.commands import fail, warehouse_named
 from pipelines.console.output import printable
 from pipelines.console.tables import out
 from pipelines.environment import environment_set, source_environment
-from pipelines.errors import SigningEtlError, failure_reason
+from pipelines.errors import EXPECTED_FAILURES, failure_reason
 from pipelines.load.run import LoadResult, load_incremental
 from pipelines.modeling.cli import build_models_or_fail
 from pipelines.report.cli import write_report_or_fail
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.demo import WebhookTrip, webhook_step
-from sources.signing import SigningAPIError
+from sources.signing import Pacing, configured_source
 
 DEMO_WAREHOUSE = Path("warehouse/demo.duckdb")
 # Generous limits: the demo shows the pipeline, not the patience of a free plan.
 DEMO_RATE = 400.0
 DEMO_BURST = 400
+DEMO_PACING = Pacing(DEMO_RATE, DEMO_BURST)
 # The application deletes this share of each kind's live records per simulated day, so the
 # weekly loads find deletions to mark (about 1.4% a week: well under the 10% that a load
 # refuses to mark as a mass deletion). `signing-etl sandbox` serves with it too.
@@ -137,8 +137,7 @@ def run_demo(
             say(f"Week {week} of {weeks} passed in the sandbox; incremental load…")
             result.loads.append(_load(place))
             say(_line(result.loads[-1]))
-        pacing = {"requests_per_second": DEMO_RATE, "burst": DEMO_BURST}
-        result.webhook = webhook_step(place, running.base_url, running.api_key, say, **pacing)
+        result.webhook = webhook_step(place, running.base_url, running.api_key, say, DEMO_PACING)
         result.sandbox_now = datetime.fromtimestamp(
             running.store.clock.now_ms() / 1000, UTC
         ).strftime("%Y-%m-%d %H:%M UTC")
@@ -146,7 +145,8 @@ def run_demo(
 
 
 def _load(warehouse: Warehouse) -> LoadResult:
-    return load_incremental(warehouse, requests_per_second=DEMO_RATE, burst=DEMO_BURST)
+    """A load of the demo's sandbox (configured in the environment), paced as it allows."""
+    return load_incremental(warehouse, settings=configured_source().paced(DEMO_PACING))
 
 
 def _line(result: LoadResult) -> str:
@@ -171,7 +171,7 @@ def demo_command(
     warehouse = warehouse_named(duckdb)
     try:
         run_demo(warehouse, shipments=shipments, weeks=weeks, say=output.info)
-    except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
+    except EXPECTED_FAILURES as error:
         raise fail(failure_reason(error)) from None
     build_models_or_fail(warehouse)
     out.print(Text.assemble("\n", ("Warehouse:", "bold"), f" {printable(str(warehouse.path))}"))

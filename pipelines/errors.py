@@ -7,11 +7,16 @@ from __future__ import annotations
 import duckdb
 import psycopg
 import psycopg2
-from dlt.common.configuration.exceptions import ConfigFieldMissingException
+from dlt.common.configuration.exceptions import (
+    ConfigFieldMissingException,
+    ConfigurationValueError,
+    ConfigValueCannotBeCoercedException,
+)
 from dlt.destinations.exceptions import DatabaseException
 from dlt.pipeline.exceptions import PipelineStepFailed
 
 from sources.signing import PrivacyConfigError, SigningAPIError
+from sources.signing.errors import one_line
 
 
 class SigningEtlError(Exception):
@@ -66,14 +71,20 @@ class QueryRefused(SigningEtlError):
     RULE = "sql runs exactly one read-only statement (select, with, values, explain)"
 
 
+# A setting missing or not of its type, or a privacy policy that makes no sense: every
+# workspace of a run would fail alike, so the first one's failure ends the run.
+CONFIGURATION_FAILURES: tuple[type[BaseException], ...] = (
+    ConfigFieldMissingException,
+    ConfigurationValueError,
+    PrivacyConfigError,
+)
 # What a run may end with as a recorded outcome and one line, not a bug's traceback: ours, the
-# service's, a setting missing or wrong, a failed dlt step, the database's own errors (a server
-# that stopped, a conflict) and the machine's (a full disk, a folder that cannot be written).
+# service's, the configuration's, a failed dlt step, the database's own errors (a server that
+# stopped, a conflict) and the machine's (a full disk, a folder that cannot be written).
 EXPECTED_FAILURES: tuple[type[BaseException], ...] = (
     SigningEtlError,
     SigningAPIError,
-    ConfigFieldMissingException,
-    PrivacyConfigError,
+    *CONFIGURATION_FAILURES,
     PipelineStepFailed,
     DatabaseException,
     psycopg2.Error,
@@ -93,19 +104,38 @@ def failure_reason(error: BaseException) -> str:
         chain.append(cause)
         if isinstance(cause, ConfigFieldMissingException):
             return missing_config_reason(cause)
+        if isinstance(cause, ConfigValueCannotBeCoercedException):
+            return wrong_type_reason(cause)
         if isinstance(cause, SigningEtlError | SigningAPIError):
             return str(cause)
         cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
     innermost = chain[-1]
-    said = f"{type(innermost).__name__}: {_first_line(innermost)}"
+    said = f"{type(innermost).__name__}: {first_line(innermost)}"
     if isinstance(error, PipelineStepFailed):
         return f"the {error.step} step failed: {said}"
-    return _first_line(error) if error is innermost else said
+    return first_line(error) if error is innermost else said
 
 
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
+def first_line(error: BaseException | str) -> str:
+    """The first line of an error's message that says something, its spaces collapsed: what a
+    database, dlt or a notebook says goes on for lines of context and hints, and a failure is
+    shown in one. An error that says nothing is named by its class."""
+    for line in str(error).splitlines():
+        if line.strip():
+            return " ".join(line.split())
+    return "(no message)" if isinstance(error, str) else type(error).__name__
+
+
+def wrong_type_reason(error: ConfigValueCannotBeCoercedException) -> str:
+    """A setting that is not of its type, with the value given (a number or a word, never a
+    secret: a key is text, which any value is) and, for the source's, where it is set."""
+    name = str(error.field_name)
+    kind = getattr(error.hint, "__name__", str(error.hint))
+    return (
+        f"the setting {name} must be of type {kind}, not {one_line(repr(error.field_value), 40)} "
+        f"(for the source: SOURCES__SIGNING__{name.upper()}, or {name} under [sources.signing] "
+        "in .dlt/config.toml)"
+    )
 
 
 def missing_config_reason(error: ConfigFieldMissingException) -> str:

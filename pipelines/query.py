@@ -11,7 +11,7 @@ from pipelines.console import output
 from pipelines.console.commands import fail, warehouse_named
 from pipelines.console.options import WarehouseDestination, WarehouseFile
 from pipelines.console.tables import print_rows
-from pipelines.errors import SigningEtlError
+from pipelines.errors import SigningEtlError, first_line
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 
 
@@ -32,8 +32,7 @@ def sql_command(
     except SigningEtlError as error:
         raise fail(str(error)) from None
     except Exception as error:  # the database's own message, in one line
-        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-        raise fail(first) from None
+        raise fail(first_line(error)) from None
     cut = len(rows) > limit
     print_rows(names, rows[:limit], output_format)
     if cut:

@@ -22,7 +22,7 @@ from pipelines.console.options import (
     WarehouseFile,
     WorkspacesOption,
 )
-from pipelines.errors import SigningEtlError
+from pipelines.errors import EXPECTED_FAILURES, failure_reason
 from pipelines.load.display import CliWatcher, workspaces_summary
 from pipelines.load.run import LoadOptions
 from pipelines.load.workspaces import WorkspaceLoad, in_turns, load_workspaces
@@ -30,7 +30,7 @@ from pipelines.modeling.cli import build_models_or_fail
 from pipelines.outcome import Outcome, is_signal, worst_exit_code
 from pipelines.status.read import last_attempts
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
-from sources.signing import SigningAPIError, chosen_resources, parse_iso
+from sources.signing import chosen_resources, parse_iso
 
 
 def load_command(
@@ -100,8 +100,8 @@ def _workspaces_to_load(
         if resources:
             chosen_resources(resources)
         entries = choose(configured_workspaces(), named)
-    except (SigningEtlError, SigningAPIError) as error:
-        raise fail(str(error)) from None
+    except EXPECTED_FAILURES as error:
+        raise fail(failure_reason(error)) from None
     if not named and len(entries) > 1:
         return in_turns(entries, last_attempts(warehouse))
     return entries

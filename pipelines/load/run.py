@@ -36,14 +36,15 @@ from pipelines.raw.steps import LoadSteps
 from pipelines.warehouse import DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.ledger import Reconciliation
 from sources.signing import (
-    Deletions,
     Interrupted,
     RunControl,
     RunStats,
     RunStopped,
+    SigningConfiguration,
     SyncContext,
     TableDeletions,
     chosen_resources,
+    configured_source,
     connect,
     describe_sync,
     incomplete_shipments,
@@ -133,7 +134,7 @@ def load_incremental(
     *,
     control: RunControl | None = None,
     workspace_name: str | None = None,
-    **source_settings: Any,
+    settings: SigningConfiguration | None = None,
 ) -> LoadResult:
     """One incremental sync: fetch what changed since the last run, merge it into `raw`.
 
@@ -146,59 +147,34 @@ def load_incremental(
     The state belongs to the workspace the key's `/me` names, so the source is asked first and
     the workspace's own pipeline is used (`workspace_state`). `full_refresh` deletes only this
     workspace's rows and state. `workspace_name` is the configured entry, kept in the run record.
-    `source_settings` are the dlt source's own (`api_key`, `base_url`, pacing); what is not
-    given comes from dlt's configuration.
+    `settings` are the source's (`api_key`, `base_url`, pacing); None reads them from dlt's
+    configuration when the run connects.
     """
-    place = Warehouse.of(warehouse)
-    options = options or LoadOptions()
-    control = control or RunControl()
-    account = _RunAccount(place, control, workspace_name)
+    run = _Run(
+        Warehouse.of(warehouse), options or LoadOptions(), control or RunControl(), workspace_name
+    )
     try:
         with contextlib.ExitStack() as held:
-            held.enter_context(place.writer())
-            held.enter_context(stop_on_signals(control))
-            connection = connect(
-                since=options.since,
-                max_requests=options.max_requests,
-                reconcile=options.reconcile,
-                allow_mass_delete=options.allow_mass_delete,
-                control=control,
-                **source_settings,
-            )
-            workspace_id = account.workspace_id = connection.workspace_id
-            folder = held.enter_context(place.workspace_session(workspace_id))
-            privacy = prepare_privacy(place, connection.privacy, workspace_id, options.full_refresh)
-            pipeline = account.pipeline = _workspace_pipeline(
-                place, workspace_id, folder, options.full_refresh
-            )
-            source = _source_for(connection, pipeline, options, control, (place, privacy))
-            started = account.started
-            ledger = (
-                None if options.resources else Reconciliation.of_poll(place, connection, started)
-            )
-            if ledger is not None:
-                held.callback(ledger.close)
-                ledger.watch(source)
-            workspace = (workspace_id, workspace_name)
-            result = _run(
-                pipeline, source, control, started, workspace, connection.deletions, ledger
-            )
-            account.recorded = True
-            return result
+            return run.load(settings, held)
     except Exception as error:
-        account.record_failure(error)
+        run.record_failure(error)
         raise
     finally:
-        control.finish()
+        run.control.finish()
 
 
-class _RunAccount:
-    """The one place a run's record is written when it ends early: whatever ended it (a refused
-    key, a database error, a full disk, a bug), the failed run is recorded where `status`
-    reads, through the workspace's pipeline when it exists, else through the warehouse."""
+class _Run:
+    """One run as it goes: the warehouse it loads, what it was asked, its control, the
+    configured name it runs as, and what it learns on the way (the workspace `/me` names, its
+    pipeline). The one place its result is made and its record written, whether it ran to its
+    end or ended early: whatever ended it (a refused key, a database error, a full disk, a
+    bug), the run is recorded where `status` reads."""
 
-    def __init__(self, warehouse: Warehouse, control: RunControl, name: str | None) -> None:
+    def __init__(
+        self, warehouse: Warehouse, options: LoadOptions, control: RunControl, name: str | None
+    ) -> None:
         self.warehouse = warehouse
+        self.options = options
         self.control = control
         self.workspace_name = name
         self.workspace_id: str | None = None
@@ -206,119 +182,142 @@ class _RunAccount:
         self.started = datetime.now(UTC)
         self.recorded = False
 
+    def load(self, settings: SigningConfiguration | None, held: contextlib.ExitStack) -> LoadResult:
+        """Hold the warehouse, connect, and load through the workspace's pipeline; what it
+        holds is released by `held`."""
+        options = self.options
+        held.enter_context(self.warehouse.writer())
+        held.enter_context(stop_on_signals(self.control))
+        connection = connect(
+            settings or configured_source(),
+            since=options.since,
+            max_requests=options.max_requests,
+            reconcile=options.reconcile,
+            allow_mass_delete=options.allow_mass_delete,
+            control=self.control,
+        )
+        workspace_id = self.workspace_id = connection.workspace_id
+        folder = held.enter_context(self.warehouse.workspace_session(workspace_id))
+        plan = prepare_privacy(
+            self.warehouse, connection.privacy, workspace_id, options.full_refresh
+        )
+        pipeline = self.pipeline = self._pipeline(workspace_id, folder)
+        source = self._source(connection, pipeline, plan)
+        ledger = (  # a whole load counts what the webhooks missed, when they are on
+            None
+            if options.resources
+            else Reconciliation.of_poll(self.warehouse, connection, self.started)
+        )
+        if ledger is not None:
+            held.callback(ledger.close)
+            ledger.watch(source)
+        return self._run(connection, pipeline, source, ledger)
+
+    def _pipeline(self, workspace_id: str, folder: Path) -> dlt.Pipeline:
+        """The workspace's pipeline, with the state of an earlier version handed over to it,
+        and its rows and state gone when it is to be loaded afresh."""
+        pipeline = make_pipeline(self.warehouse, workspace_id, folder)
+        if adopt_legacy_state(pipeline):
+            shutil.rmtree(folder / LEGACY_PIPELINE_NAME, True)
+        if self.options.full_refresh:
+            forget_workspace(pipeline, workspace_id)
+            pipeline.drop()  # the local copy of its state goes too
+            pipeline = make_pipeline(self.warehouse, workspace_id, folder)
+        return pipeline
+
+    def _source(self, connection: SyncContext, pipeline: dlt.Pipeline, plan: PrivacyPlan) -> Any:
+        """The source bound to the connection, under the privacy policy the warehouse's rows
+        are now under and with the warehouse's records for the deletions' checks, with the
+        resources asked for; `since` warned about when the workspace already has cursors (it
+        applies to a first run only)."""
+        stats = self.control.stats
+        connection.privacy = apply_privacy(self.warehouse, plan, stats)
+        connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
+        source = signing_source(connection)
+        if self.options.resources:
+            source = source.with_resources(*chosen_resources(self.options.resources))
+        if self.options.since and not self.options.full_refresh:
+            pipeline.sync_destination()
+            if describe_sync(pipeline.state):
+                stats.warn(
+                    "--since is ignored: this workspace already has cursors "
+                    "(--full-refresh starts again from --since)"
+                )
+        return source
+
+    def _run(
+        self,
+        connection: SyncContext,
+        pipeline: dlt.Pipeline,
+        source: Any,
+        ledger: Reconciliation | None,
+    ) -> LoadResult:
+        """Run the pipeline with signals turned into a clean stop, mark what it found deleted,
+        then record the run and what `ledger` counted of the webhooks' work."""
+        workspace_id, deletions = connection.workspace_id, connection.deletions
+        steps = LoadSteps()
+        info = steps.run(pipeline, source, self.control.stats)
+        reason = self.control.reason
+        decided = deletions.decide()
+        mode = deletions.settings.mode
+        marked = mark_deletions(pipeline, workspace_id, decided, mode, datetime.now(UTC))
+        refused = "; ".join(d.refused for d in decided if d.refused)
+        codes = [reason.exit_code if reason else EXIT_DONE, EXIT_FAILED if refused else EXIT_DONE]
+        stopped = "; ".join(filter(None, [refused, self.control.stats.stop_reason])) or None
+        result = self.result(worst_exit_code(codes), stopped, steps, info, decided, marked)
+        if ledger is not None:  # what the webhooks missed and brought, then their inbox settled
+            result.missed_by_webhooks, result.brought_by_webhooks = ledger.counts()
+            ledger.settle(result.exit_code == EXIT_DONE, info.loads_ids if info else [])
+        record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
+        self.record(pipeline, result)
+        return result
+
+    def result(
+        self,
+        exit_code: int,
+        stopped: str | None,
+        steps: LoadSteps | None = None,
+        info: LoadInfo | None = None,
+        deletions: list[TableDeletions] | None = None,
+        marked: dict[str, int] | None = None,
+    ) -> LoadResult:
+        """What the run did, as it ends now (the one place a `LoadResult` is made)."""
+        return LoadResult(
+            started_at=self.started,
+            finished_at=datetime.now(UTC),
+            stats=self.control.stats,
+            rows=steps.rows if steps else {},
+            stopped=stopped,
+            step_seconds=steps.seconds if steps else {},
+            exit_code=exit_code,
+            workspace_id=self.workspace_id,
+            workspace_name=self.workspace_name,
+            load_info=info,
+            deletions=deletions or [],
+            marked=marked or {},
+        )
+
+    def record(self, through: dlt.Pipeline | Warehouse, result: LoadResult) -> None:
+        """`result` in `raw._signing_runs`, through the pipeline's connection or the
+        warehouse's; once written, nothing that happens after records the run again."""
+        with through.sql_client() as client:
+            record_run(client, result.record(self.control.run_id))
+        self.recorded = True
+
     def record_failure(self, error: BaseException) -> None:
         """Record the run as ended by `error`, unless it is recorded already or nothing can
         take the record: a warehouse that is itself what failed, or one never loaded (a first
         run that fails leaves nothing behind)."""
         if self.recorded:
             return
-        self.recorded = True
         code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
-        ended = LoadResult(
-            started_at=self.started,
-            finished_at=datetime.now(UTC),
-            stats=self.control.stats,
-            stopped=failure_reason(error),
-            exit_code=code,
-            workspace_id=self.workspace_id,
-            workspace_name=self.workspace_name,
-        )
-        record = ended.record(self.control.run_id)
-        if self.pipeline is not None:
-            with contextlib.suppress(Exception), self.pipeline.sql_client() as client:
-                record_run(client, record)  # the warehouse itself may be what failed
-            return
-        if isinstance(error, WarehouseError) or not self.warehouse.loaded_before():
-            return
-        with contextlib.suppress(Exception), self.warehouse.sql_client() as client:
-            record_run(client, record)
-
-
-def _source_for(
-    connection: SyncContext,
-    pipeline: dlt.Pipeline,
-    options: LoadOptions,
-    control: RunControl,
-    privacy: tuple[Warehouse, PrivacyPlan],
-) -> Any:
-    """The source bound to the connection, under the privacy policy the warehouse's rows are
-    now under and with the warehouse's records for the deletions' checks, with the resources
-    asked for; `since` warned about when the workspace already has cursors (it applies to a
-    first run only)."""
-    connection.privacy = apply_privacy(*privacy, control.stats)
-    connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
-    source = signing_source(connection)
-    if options.resources:
-        source = source.with_resources(*chosen_resources(options.resources))
-    if options.since and not options.full_refresh:
-        pipeline.sync_destination()
-        if describe_sync(pipeline.state):
-            control.stats.warn(
-                "--since is ignored: this workspace already has cursors "
-                "(--full-refresh starts again from --since)"
-            )
-    return source
-
-
-def _workspace_pipeline(
-    warehouse: Warehouse, workspace_id: str, folder: Path, full_refresh: bool
-) -> dlt.Pipeline:
-    """The workspace's pipeline, with the state of an earlier version handed over to it, and
-    its rows and state gone when it is to be loaded afresh."""
-    pipeline = make_pipeline(warehouse, workspace_id, folder)
-    if adopt_legacy_state(pipeline):
-        shutil.rmtree(folder / LEGACY_PIPELINE_NAME, True)
-    if full_refresh:
-        forget_workspace(pipeline, workspace_id)
-        pipeline.drop()  # the local copy of its state goes too
-        pipeline = make_pipeline(warehouse, workspace_id, folder)
-    return pipeline
-
-
-def _run(
-    pipeline: dlt.Pipeline,
-    source: Any,
-    control: RunControl,
-    started: datetime,
-    workspace: tuple[str, str | None],
-    deletions: Deletions,
-    ledger: Reconciliation | None = None,
-) -> LoadResult:
-    """Run the pipeline with signals turned into a clean stop, mark what it found deleted,
-    then record the run of `workspace` (its id, and the configured name it ran as) and what
-    `ledger` counted."""
-    workspace_id, workspace_name = workspace
-    stats = control.stats
-    steps = LoadSteps()
-    info = steps.run(pipeline, source, control.stats)
-    reason = control.reason
-    decided = deletions.decide()
-    marked = mark_deletions(
-        pipeline, workspace_id, decided, deletions.settings.mode, datetime.now(UTC)
-    )
-    refused = "; ".join(d.refused for d in decided if d.refused)
-    codes = [reason.exit_code if reason else EXIT_DONE, EXIT_FAILED if refused else EXIT_DONE]
-    result = LoadResult(
-        started_at=started,
-        finished_at=datetime.now(UTC),
-        stats=stats,
-        rows=steps.rows,
-        stopped="; ".join(filter(None, [refused, stats.stop_reason])) or None,
-        step_seconds=steps.seconds,
-        exit_code=worst_exit_code(codes),
-        workspace_id=workspace_id,
-        workspace_name=workspace_name,
-        load_info=info,
-        deletions=decided,
-        marked=marked,
-    )
-    if ledger is not None:  # what the webhooks missed and brought, then their inbox settled
-        result.missed_by_webhooks, result.brought_by_webhooks = ledger.counts()
-        ledger.settle(result.exit_code == EXIT_DONE, info.loads_ids if info else [])
-    record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
-    with pipeline.sql_client() as client:
-        record_run(client, result.record(control.run_id))
-    return result
+        ended = self.result(code, failure_reason(error))
+        through: dlt.Pipeline | Warehouse | None = self.pipeline
+        if through is None and not isinstance(error, WarehouseError):
+            through = self.warehouse if self.warehouse.loaded_before() else None
+        if through is not None:
+            with contextlib.suppress(Exception):  # the warehouse itself may be what failed
+                self.record(through, ended)
 
 
 @contextlib.contextmanager

@@ -15,14 +15,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from dlt.common.configuration.exceptions import ConfigFieldMissingException
-
 from pipelines.configuration import WorkspaceEntry
-from pipelines.errors import EXPECTED_FAILURES, WarehouseError, failure_reason
+from pipelines.errors import (
+    CONFIGURATION_FAILURES,
+    EXPECTED_FAILURES,
+    WarehouseError,
+    failure_reason,
+)
 from pipelines.load.run import LoadOptions, LoadResult, load_incremental, stop_on_signals
 from pipelines.outcome import EXIT_FAILED, Outcome, is_signal
 from pipelines.warehouse import Warehouse
-from sources.signing import PrivacyConfigError, RunControl, RunStopped
+from sources.signing import RunControl, RunStopped
+
+# What no other workspace can load past: a locked or unusable warehouse, a setting missing.
+FATAL_FAILURES: tuple[type[BaseException], ...] = (WarehouseError, *CONFIGURATION_FAILURES)
 
 
 @dataclass
@@ -83,9 +89,9 @@ def load_workspace(
             options,
             control=control,
             workspace_name=entry.name,
-            **entry.source_settings(),
+            settings=entry.settings(),
         )
-    except (WarehouseError, ConfigFieldMissingException, PrivacyConfigError) as error:
+    except FATAL_FAILURES as error:
         return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error), fatal=True)
     except RunStopped as error:  # at the first request: nothing fetched, nothing written
         return WorkspaceLoad(entry, error.exit_code, str(error))

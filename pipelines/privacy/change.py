@@ -23,7 +23,14 @@ from pipelines.privacy.state import (
     write_policy,
 )
 from pipelines.raw.run_records import RUNS_TABLE
-from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces, tables_in
+from pipelines.warehouse import (
+    SqlClient,
+    Warehouse,
+    columns_by_table,
+    insert_rows,
+    loaded_workspaces,
+    tables_in,
+)
 from sources.signing import PrivacyPolicy, RunStats
 from sources.signing.columns import TABLES
 from sources.signing.privacy import EXCEPT_WHERE, KEY_VARIABLE, Action
@@ -270,13 +277,7 @@ def _apply_values(
         f"create table {mapping} as select _dlt_id, cast({column} as varchar) as old_text, "
         f"{column} as new_value from {table} where 1 = 0"
     )
-    for start in range(0, len(changes), BATCH):
-        chunk = changes[start : start + BATCH]
-        marks = ", ".join(["(%s, %s, %s)"] * len(chunk))
-        values = [value for change in chunk for value in change]
-        client.execute_sql(
-            f"insert into {mapping} (_dlt_id, old_text, new_value) values {marks}", *values
-        )
+    insert_rows(client, mapping, ("_dlt_id", "old_text", "new_value"), changes, BATCH)
     client.execute_sql(
         f"update {table} as t set {column} = m.new_value from {mapping} as m "
         f"where t._dlt_id = m._dlt_id and cast(t.{column} as varchar) = m.old_text"

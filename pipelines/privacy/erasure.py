@@ -33,7 +33,7 @@ from pipelines.privacy.state import (
     read_policies,
     record_erasure,
 )
-from pipelines.warehouse import Warehouse, columns_by_table, loaded_workspaces
+from pipelines.warehouse import Warehouse, batches, columns_by_table, loaded_workspaces
 from sources.signing import PrivacyPolicy, configured_privacy
 from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE
 from sources.signing.pseudonyms import normalised
@@ -302,8 +302,7 @@ class _Erasing:
         """`_clear` of the rows any of `conditions` finds, a few hundred to a statement (a
         sender of thousands of shipments costs a handful of statements, not one each). The
         conditions must find disjoint rows: each statement counts what it clears."""
-        for start in range(0, len(conditions), CONDITIONS_PER_STATEMENT):
-            chunk = conditions[start : start + CONDITIONS_PER_STATEMENT]
+        for chunk in batches(conditions, CONDITIONS_PER_STATEMENT):
             where = " or ".join(f"({condition})" for condition, _ in chunk)
             self._clear(table, where, [value for _, values in chunk for value in values])
 

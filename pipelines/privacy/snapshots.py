@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pipelines.raw.deletions import SNAPSHOTS_SCHEMA
-from pipelines.warehouse import columns_by_table
+from pipelines.warehouse import columns_by_table, insert_rows
 from sources.signing import PrivacyPolicy
 from sources.signing.columns import TABLES
 from sources.signing.privacy import ERASED_COLUMNS, Action
@@ -118,11 +118,7 @@ def _apply_values(
     mapping = client.make_qualified_table_name(VERSIONS_REWRITE_TABLE)
     client.execute_sql(f"drop table if exists {mapping}")
     client.execute_sql(f"create table {mapping} (old_text varchar, new_text varchar)")
-    for start in range(0, len(changes), BATCH):
-        chunk = changes[start : start + BATCH]
-        marks = ", ".join(["(%s, %s)"] * len(chunk))
-        values = [value for change in chunk for value in change]
-        client.execute_sql(f"insert into {mapping} (old_text, new_text) values {marks}", *values)
+    insert_rows(client, mapping, ("old_text", "new_text"), changes, BATCH)
     workspace_marks = ", ".join(["%s"] * len(workspaces))
     where = f"t.{column} = m.old_text and t.workspace_id in ({workspace_marks})"
     counted = client.execute_sql(

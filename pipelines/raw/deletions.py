@@ -15,7 +15,7 @@ from typing import Any
 
 import dlt
 
-from pipelines.warehouse import SqlClient, columns_by_table, ensure_table
+from pipelines.warehouse import SqlClient, batches, columns_by_table, ensure_table
 from sources.signing import CHILD_TABLES, DELETABLE_TABLES, DELETED_AT, TableDeletions
 
 # dbt's snapshots of the records (models/snapshots): their history goes too on a hard delete,
@@ -117,7 +117,7 @@ class _Statements:
         marked = 0
         for table in self._related():
             self._add_column(table)
-        for chunk in _chunks(ids):
+        for chunk in batches(ids, CHUNK):
             marks = ", ".join(["%s"] * len(chunk))
             marked += self._count(f"id in ({marks}) and {DELETED_AT} is null", chunk)
             for table, condition, args in self._conditions(chunk):
@@ -132,7 +132,7 @@ class _Statements:
     def remove(self, ids: list[str]) -> int:
         """No row of the records left, nested, child and snapshot rows included."""
         removed = 0
-        for chunk in _chunks(ids):
+        for chunk in batches(ids, CHUNK):
             marks = ", ".join(["%s"] * len(chunk))
             removed += self._count(f"id in ({marks})", chunk)
             for table, condition, args in self._conditions(chunk):
@@ -202,11 +202,6 @@ class _Statements:
                 self.workspace_id,
                 *chunk,
             )
-
-
-def _chunks(ids: list[str]) -> Iterator[list[str]]:
-    for start in range(0, len(ids), CHUNK):
-        yield ids[start : start + CHUNK]
 
 
 def deleted_rows(client: SqlClient, columns: dict[str, set[str]]) -> dict[str, dict[str, int]]:

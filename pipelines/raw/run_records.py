@@ -17,7 +17,7 @@ import dlt
 import orjson
 
 from pipelines.outcome import Outcome
-from pipelines.warehouse import SqlClient, columns_by_table, ensure_table
+from pipelines.warehouse import SqlClient, columns_by_table, ensure_table, insert_rows
 
 RUNS_TABLE = "_signing_runs"
 INCOMPLETE_SHIPMENTS_TABLE = "_signing_incomplete_shipments"
@@ -121,9 +121,29 @@ def record_run(client: Any, record: RunRecord) -> None:
     if "_dlt_id" in columns_by_table(client).get(RUNS_TABLE, set()):
         values["_dlt_load_id"] = record.run_id
         values["_dlt_id"] = uuid.uuid4().hex
-    names = ", ".join(values)
-    marks = ", ".join(["%s"] * len(values))
-    client.execute_sql(f"insert into {table} ({names}) values ({marks})", *values.values())
+    insert_rows(client, table, list(values), [list(values.values())])
+
+
+def configured_names(runs: Iterable[RunRecord]) -> dict[str, str]:
+    """The configured name (`--workspace` of `load`) of each workspace, by its id: the name of
+    its newest run that has one (`runs` newest first, as `read_runs` gives them). Runs that
+    ended before `/me` answered, and were not attributed, count under ""."""
+    names: dict[str, str] = {}
+    for run in runs:
+        if run.workspace_name:
+            names.setdefault(run.workspace_id or "", run.workspace_name)
+    return names
+
+
+def configured_workspaces(runs: Iterable[RunRecord]) -> dict[str, str]:
+    """The workspace id each configured name stands for: the one its newest run that reached
+    `/me` loaded (a name whose key now opens another workspace stands for that one). Runs
+    without a name (`load_incremental` called without one) count under ""."""
+    ids: dict[str, str] = {}
+    for run in runs:
+        if run.workspace_id:
+            ids.setdefault(run.workspace_name or "", run.workspace_id)
+    return ids
 
 
 def read_runs(client: SqlClient, columns: Mapping[str, set[str]]) -> list[RunRecord]:
@@ -148,10 +168,5 @@ def record_incomplete_shipments(
             {"workspace_id": "varchar", "shipment_id": "varchar"},
         )
         client.execute_sql(f"delete from {table} where workspace_id = %s", workspace_id)
-        for start in range(0, len(ids), 1000):
-            chunk = ids[start : start + 1000]
-            marks = ", ".join(["(%s, %s)"] * len(chunk))
-            pairs = [value for shipment in chunk for value in (workspace_id, shipment)]
-            client.execute_sql(
-                f"insert into {table} (workspace_id, shipment_id) values {marks}", *pairs
-            )
+        rows = [(workspace_id, shipment) for shipment in ids]
+        insert_rows(client, table, ("workspace_id", "shipment_id"), rows, batch=1000)

@@ -13,7 +13,8 @@ from pipelines.console.commands import fail, warehouse_named
 from pipelines.console.options import WarehouseDestination, WarehouseFile
 from pipelines.console.tables import out
 from pipelines.errors import SigningEtlError
-from pipelines.status.read import read_status
+from pipelines.raw.run_records import configured_workspaces
+from pipelines.status.read import recorded_runs
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
 
 
@@ -53,11 +54,6 @@ def write_report_or_fail(
 
 
 def _configured_workspace_id(warehouse: Warehouse, workspace: str) -> str:
-    """The workspace id a configured name (`--workspace` of `load`) was last loaded as, or
-    `workspace` as given (an id or the service's name, which the report resolves)."""
-    try:
-        found = read_status(warehouse)
-    except Exception:  # the report names what is wrong with the warehouse
-        return workspace
-    named = [w.workspace_id for w in found.workspaces if w.configured_as == workspace]
-    return named[0] if len(named) == 1 else workspace
+    """The workspace id a configured name (`--workspace` of `load`) stands for, or `workspace`
+    as given (an id or the service's name, which the report resolves)."""
+    return configured_workspaces(recorded_runs(warehouse)).get(workspace, workspace)

@@ -17,10 +17,11 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from nbformat import NotebookNode
 
 from pipelines.configuration import DEFAULT_NAME
-from pipelines.errors import ReportError, WarehouseError
-from pipelines.raw.run_records import read_runs
+from pipelines.errors import ReportError, WarehouseError, first_line
+from pipelines.raw import run_records
 from pipelines.report.page import notebook_html
-from pipelines.warehouse import LoadedWorkspace, Warehouse, columns_by_table
+from pipelines.status.read import recorded_runs
+from pipelines.warehouse import LoadedWorkspace, Warehouse
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 FUNNEL_NOTEBOOK = NOTEBOOKS_DIR / "signing_funnel.ipynb"
@@ -102,10 +103,10 @@ def _write(
         executed = execute_notebook(FUNNEL_NOTEBOOK, parameters)
     except CellExecutionError as error:
         raise ReportError(
-            f"the report notebook failed: {error.ename}: {_first_line(error.evalue)}"
+            f"the report notebook failed: {error.ename}: {first_line(error.evalue)}"
         ) from None
     except CellTimeoutError as error:
-        raise ReportError(f"the report notebook timed out: {_first_line(str(error))}") from None
+        raise ReportError(f"the report notebook timed out: {first_line(error)}") from None
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / name
     report.write_text(notebook_html(executed), encoding="utf-8")
@@ -116,16 +117,8 @@ def configured_names(warehouse: Warehouse) -> dict[str, str]:
     """The name each workspace was last loaded under (`--workspace` of `load`), by its id, as
     the warehouse's run records keep them; none for a warehouse without records, nor for the
     single key's implicit `default` (no user chose it: the service's name says more)."""
-    try:
-        with warehouse.reader() as client:
-            runs = read_runs(client, columns_by_table(client))
-    except Exception:  # no records to read: the report names what is wrong with the warehouse
-        return {}
-    names: dict[str, str] = {}
-    for run in runs:  # newest first: the newest name wins
-        if run.workspace_id and run.workspace_name:
-            names.setdefault(run.workspace_id, run.workspace_name)
-    return {id_: name for id_, name in names.items() if name != DEFAULT_NAME}
+    names = run_records.configured_names(recorded_runs(warehouse))
+    return {id_: name for id_, name in names.items() if id_ and name != DEFAULT_NAME}
 
 
 def snapshot_marts(warehouse: Warehouse, into: Path) -> Path:
@@ -249,8 +242,3 @@ def _file_name_part(text: str) -> str:
     """`text` as part of a file name: runs of anything but letters, digits, `.`, `_`, `-` are
     one `-` (a name with spaces or slashes stays one file in `out_dir`)."""
     return re.sub(r"[^\w.-]+", "-", text).strip("-.") or "workspace"
-
-
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else "(no message)"

@@ -14,7 +14,12 @@ from pipelines.outcome import Outcome
 from pipelines.privacy.state import PolicyRecord, read_erasures, read_policies
 from pipelines.raw.deletions import deleted_rows
 from pipelines.raw.pipeline import StoredState, pipeline_name_for, stored_states
-from pipelines.raw.run_records import RunRecord, read_runs
+from pipelines.raw.run_records import (
+    RunRecord,
+    configured_names,
+    configured_workspaces,
+    read_runs,
+)
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
 from sources.signing import (
     EVENTS_LIMIT,
@@ -52,7 +57,7 @@ class WorkspaceStatus:
     @property
     def configured_as(self) -> str | None:
         """The configuration entry (`--workspace` name) its last run used."""
-        return next((r.workspace_name for r in self.runs if r.workspace_name), None)
+        return configured_names(self.runs).get(self.workspace_id)
 
     @property
     def label(self) -> str:
@@ -167,8 +172,10 @@ class Status:
         return self.only.interrupted
 
     def by_configured_name(self) -> dict[str, WorkspaceStatus]:
-        """The workspaces by the configured name their runs used."""
-        return {w.configured_as: w for w in self.workspaces if w.configured_as}
+        """The workspace each configured name stands for (the one its newest run loaded)."""
+        by_id = {w.workspace_id: w for w in self.workspaces}
+        named = configured_workspaces(self.runs).items()
+        return {name: by_id[id_] for name, id_ in named if name and id_ in by_id}
 
 
 def read_status(warehouse: Warehouse | Path) -> Status:
@@ -178,16 +185,20 @@ def read_status(warehouse: Warehouse | Path) -> Status:
         return _status_through(client, place.path)
 
 
+def recorded_runs(warehouse: Warehouse) -> list[RunRecord]:
+    """Every recorded run, newest first; none for a warehouse that cannot be read (yet)."""
+    try:
+        with warehouse.reader() as client:
+            return read_runs(client, columns_by_table(client))
+    except Exception:  # no warehouse yet, or one whose problem the command itself names
+        return []
+
+
 def last_attempts(warehouse: Warehouse) -> dict[str, datetime]:
     """When each configured workspace's last run began, by its configured name; none for a
     warehouse that cannot be read yet."""
-    try:
-        with warehouse.reader() as client:
-            runs = read_runs(client, columns_by_table(client))
-    except Exception:  # no warehouse yet, or one the load itself will name the problem of
-        return {}
     began: dict[str, datetime] = {}
-    for run in runs:
+    for run in recorded_runs(warehouse):
         if run.workspace_name and run.workspace_name not in began:
             began[run.workspace_name] = run.started_at
     return began
@@ -227,8 +238,8 @@ def _status_through(client: SqlClient, warehouse: Path) -> Status:
 def _attributed(runs: list[RunRecord]) -> list[RunRecord]:
     """Runs that ended before `/me` answered carry only their configured name: they belong to
     the workspace that name loaded last (a refused key is its workspace's failure)."""
-    ids = {r.workspace_name: r.workspace_id for r in reversed(runs) if r.workspace_id}
-    return [r if r.workspace_id else _with_id(r, ids.get(r.workspace_name)) for r in runs]
+    ids = configured_workspaces(runs)
+    return [r if r.workspace_id else _with_id(r, ids.get(r.workspace_name or "")) for r in runs]
 
 
 def _with_id(run: RunRecord, workspace_id: str | None) -> RunRecord:

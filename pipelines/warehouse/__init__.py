@@ -22,6 +22,7 @@ from pipelines.errors import (
     QueryRefused,
     WarehouseError,
     WarehouseMissing,
+    first_line,
 )
 
 from . import _duckdb
@@ -37,6 +38,7 @@ from ._ddl import catalog_changes, ensure_datasets, ensure_table
 from ._lock import held_lock
 from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
 from ._postgres import POSTGRES, read_only_statement
+from ._rows import batches, insert_rows
 
 DEFAULT_DESTINATION = _duckdb.DUCKDB
 _UNQUOTABLE = re.compile(r"['\"\x00-\x1f\x7f]")
@@ -56,11 +58,13 @@ __all__ = [
     "LoadedWorkspace",
     "SqlClient",
     "Warehouse",
+    "batches",
     "catalog_changes",
     "columns_by_table",
     "ensure_datasets",
     "ensure_table",
     "has_table",
+    "insert_rows",
     "loaded_workspaces",
     "tables_in",
 ]
@@ -377,7 +381,7 @@ class Warehouse(ModelsPlace):
         except Exception as error:  # the destination's own message, in one line
             raise WarehouseError(
                 f"cannot read the marts of the {self.destination} destination: "
-                f"{_duckdb.first_line(error)}; run `signing-etl models --destination "
+                f"{first_line(error)}; run `signing-etl models --destination "
                 f"{self.destination}` after a load"
             ) from None
         return into

@@ -16,7 +16,7 @@ from dlt.common.configuration import configspec, resolve_configuration
 from dlt.common.destination import TLoaderFileFormat
 from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
 
-from pipelines.errors import QueryRefused, WarehouseError
+from pipelines.errors import QueryRefused, WarehouseError, first_line
 
 DUCKDB = "duckdb"
 
@@ -80,10 +80,9 @@ def duckdb_destination(warehouse: Path) -> Any:
 
 
 def unusable(warehouse: Path, error: duckdb.Error) -> WarehouseError:
-    first = str(error).splitlines()[0] if str(error) else type(error).__name__
     return WarehouseError(
-        f"{warehouse} is not a usable DuckDB file ({first}); move it away or choose another "
-        "--duckdb"
+        f"{warehouse} is not a usable DuckDB file ({first_line(error)}); move it away or choose "
+        "another --duckdb"
     )
 
 
@@ -270,10 +269,6 @@ def read_only_statement(
     with connection:
         cursor = connection.execute(query)
         return [d[0] for d in cursor.description or []], cursor.fetchmany(most)
-
-
-def first_line(error: BaseException) -> str:
-    return " ".join((str(error).splitlines() or [type(error).__name__])[0].split())
 
 
 def close_dbt_connections() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import dlt
 import psycopg
 
-from pipelines.errors import ConfigError, ModelsError, QueryRefused
+from pipelines.errors import ConfigError, ModelsError, QueryRefused, first_line
 
 POSTGRES = "postgres"
 
@@ -90,14 +90,10 @@ def read_only_statement(query: str, most: int) -> tuple[list[str], list[tuple[An
                 raise QueryRefused(QueryRefused.RULE) from None
             raise
         except psycopg.errors.ReadOnlySqlTransaction as error:
-            raise QueryRefused(f"{QueryRefused.RULE} ({_first_line(error)})") from None
+            raise QueryRefused(f"{QueryRefused.RULE} ({first_line(error)})") from None
         finally:
             connection.rollback()
     return names, rows
-
-
-def _first_line(error: BaseException) -> str:
-    return " ".join((str(error).splitlines() or [type(error).__name__])[0].split())
 
 
 def _postgres_credentials(error_class: type[Exception]) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
@@ -22,6 +21,7 @@ from pipelines.webhooks.receiver import ReceiverSettings
 from pipelines.webhooks.secrets_file import SecretsFile
 from pipelines.webhooks.service import WebhookReceiver
 from pipelines.webhooks.subscriptions import subscribe
+from sources.signing import Pacing
 
 QUIET_SECONDS = 0.5  # the demo's drain follows its one delivery closely
 LONGEST_WAIT_SECONDS = 60.0
@@ -36,11 +36,15 @@ class WebhookTrip:
 
 
 def webhook_step(
-    warehouse: Warehouse, base_url: str, api_key: str, say: Callable[[str], None], **pacing: Any
+    warehouse: Warehouse,
+    base_url: str,
+    api_key: str,
+    say: Callable[[str], None],
+    pacing: Pacing | None = None,
 ) -> WebhookTrip:
     """The demo's step: `webhook_trip`, said before and after."""
     say("Webhooks: a receiver subscribed, a shipment sent in the sandbox…")
-    trip = webhook_trip(warehouse, base_url, api_key, **pacing)
+    trip = webhook_trip(warehouse, base_url, api_key, pacing)
     say(
         f"  shipment {trip.shipment_id} reached raw.shipments through the webhook receiver in "
         f"{trip.seconds:.1f} s (a signed delivery, kept in the inbox, drained by a small load)"
@@ -49,9 +53,10 @@ def webhook_step(
 
 
 def webhook_trip(
-    warehouse: Warehouse, base_url: str, api_key: str, **source_settings: object
+    warehouse: Warehouse, base_url: str, api_key: str, pacing: Pacing | None = None
 ) -> WebhookTrip:
-    """Send a shipment in the sandbox at `base_url` and wait for it in `raw.shipments`."""
+    """Send a shipment in the sandbox at `base_url` and wait for it in `raw.shipments` (its
+    drain paced by `pacing`, when given, instead of the configured pacing)."""
     entry = WorkspaceEntry("default", base_url, api_key)
     receiver = WebhookReceiver(
         warehouse,
@@ -59,7 +64,7 @@ def webhook_trip(
         ReceiverSettings(port=0),
         load_after=QUIET_SECONDS,
         load_within=QUIET_SECONDS * 4,
-        **source_settings,
+        pacing=pacing,
     )
     receiver.start()
     try:

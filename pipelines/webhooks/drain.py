@@ -19,12 +19,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from dlt.pipeline.exceptions import PipelineStepFailed
 
 from pipelines.configuration import WorkspaceEntry
-from pipelines.errors import AlreadyRunning, SigningEtlError, failure_reason
+from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, failure_reason
 from pipelines.outcome import Outcome
 from pipelines.raw.pipeline import make_pipeline
 from pipelines.raw.run_records import record_incomplete_shipments
@@ -35,8 +32,9 @@ from pipelines.webhooks.ledger import RECORD_TABLES, RowDigests
 from pipelines.webhooks.secrets_file import now_utc, stamp
 from pipelines.webhooks.stream import deliveries_resource
 from sources.signing import (
+    Pacing,
     RunControl,
-    SigningAPIError,
+    SigningConfiguration,
     connect,
     incomplete_shipments,
 )
@@ -89,12 +87,12 @@ def drain(
     *,
     controls: Callable[[], RunControl] = RunControl,
     batch: int = BATCH,
-    **source_settings: Any,
+    pacing: Pacing | None = None,
 ) -> list[DrainResult]:
     """Drain each configured workspace that has deliveries waiting, one after another."""
     waiting = inbox.waiting_workspaces()
     return [
-        drain_workspace(warehouse, entry, inbox, control=controls(), batch=batch, **source_settings)
+        drain_workspace(warehouse, entry, inbox, control=controls(), batch=batch, pacing=pacing)
         for entry in entries
         if entry.name in waiting
     ]
@@ -107,20 +105,21 @@ def drain_workspace(
     *,
     control: RunControl,
     batch: int = BATCH,
-    **source_settings: Any,
+    pacing: Pacing | None = None,
 ) -> DrainResult:
     """Load the records the waiting deliveries of one workspace name (at most `batch`
-    deliveries), then mark those deliveries done; a failure is a result, not an exception."""
+    deliveries), then mark those deliveries done; a failure is a result, not an exception.
+    The source's settings are the entry's (`pacing` instead of the configured one, if given)."""
     started = stamp(now_utc())
     deliveries = inbox.waiting(entry.name, batch)
     result = DrainResult(entry.name, str(Outcome.COMPLETED))
     if not deliveries:
         return result
     try:
-        _load(warehouse, entry, inbox, deliveries, control, result, source_settings)
+        _load(warehouse, entry.settings().paced(pacing), entry, inbox, deliveries, control, result)
     except AlreadyRunning as error:
         result.outcome, result.reason = BUSY, str(error)
-    except (SigningEtlError, SigningAPIError, PipelineStepFailed) as error:
+    except EXPECTED_FAILURES as error:
         result.outcome, result.reason = str(Outcome.FAILED), failure_reason(error)
     finally:
         control.finish()
@@ -144,18 +143,18 @@ def drain_workspace(
 
 def _load(
     warehouse: Warehouse,
+    settings: SigningConfiguration,
     entry: WorkspaceEntry,
     inbox: Inbox,
     deliveries: list[Delivery],
     control: RunControl,
     result: DrainResult,
-    source_settings: dict[str, Any],
 ) -> None:
     """The drain's load, under the warehouse's brief hold."""
     seen = RowDigests()
     with contextlib.ExitStack() as held:
         held.enter_context(warehouse.writer(brief=HOLD))
-        connection = connect(control=control, **{**entry.source_settings(), **source_settings})
+        connection = connect(settings, control=control)
         workspace_id = connection.workspace_id
         mine = [d for d in deliveries if d.workspace_id == workspace_id]
         _skip_others(inbox, [d for d in deliveries if d.workspace_id != workspace_id], control)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from pipelines.configuration import WorkspaceEntry
 from pipelines.console import output
@@ -23,7 +22,7 @@ from pipelines.webhooks.receiver import (
 )
 from pipelines.webhooks.secrets_file import SecretsFile
 from pipelines.webhooks.trigger import DrainTrigger
-from sources.signing import RunControl
+from sources.signing import Pacing, RunControl
 
 
 class WebhookReceiver:
@@ -38,7 +37,7 @@ class WebhookReceiver:
         *,
         load_after: float | None = None,
         load_within: float = 30.0,
-        **source_settings: Any,
+        pacing: Pacing | None = None,
     ) -> None:
         self.entries = list(entries)
         self.settings = settings
@@ -48,9 +47,7 @@ class WebhookReceiver:
         if load_after is not None:
 
             def drain_now(controls: Callable[[], RunControl]) -> list[DrainResult]:
-                return drain(
-                    warehouse, self.entries, self.inbox, controls=controls, **source_settings
-                )
+                return drain(warehouse, self.entries, self.inbox, controls=controls, pacing=pacing)
 
             self.trigger = DrainTrigger(drain_now, load_after, load_within, _say)
         app = receiver_app(

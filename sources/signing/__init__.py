@@ -19,6 +19,7 @@ from . import settings
 from .children import fetch_for_each
 from .client import checked_base_url, item_path
 from .columns import PERSONAL_COLUMNS, column_hints
+from .configuration import Pacing, SigningConfiguration, configured_source
 from .connection import connect
 from .context import SyncContext
 from .control import RunControl
@@ -97,6 +98,7 @@ __all__ = [
     "FullCheck",
     "Interrupted",
     "KeyRefused",
+    "Pacing",
     "PrivacyConfigError",
     "PrivacyPolicy",
     "RequestBudgetExhausted",
@@ -108,6 +110,7 @@ __all__ = [
     "RunStopped",
     "ServiceUnreachable",
     "SigningAPIError",
+    "SigningConfiguration",
     "SourceConfigError",
     "SyncContext",
     "TableDeletions",
@@ -116,6 +119,7 @@ __all__ = [
     "checked_base_url",
     "chosen_resources",
     "configured_privacy",
+    "configured_source",
     "connect",
     "describe_deletions",
     "describe_policy",

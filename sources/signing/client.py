@@ -16,6 +16,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
@@ -127,6 +128,22 @@ def _segment(part: str) -> str:
     return quoted.replace(".", "%2E") if part in (".", "..") else quoted
 
 
+@dataclass(frozen=True)
+class RequestLimits:
+    """What bounds a client's requests, as httpx's `Timeout` and `Limits` bound its own: the
+    run's budget, each socket operation, the attempts, the failures in a row, the waits the
+    service may ask for, each request's deadline and answer's size, and the connections."""
+
+    max_requests: int | None = None  # the run's budget (`--max-requests`); None: no budget
+    timeout: float = settings.REQUEST_TIMEOUT_SECONDS
+    max_attempts: int = settings.MAX_ATTEMPTS
+    give_up_after_seconds: float = settings.GIVE_UP_AFTER_SECONDS
+    max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS
+    request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS
+    max_response_bytes: int = settings.MAX_RESPONSE_BYTES
+    connections: int = settings.CHILD_CONCURRENCY + 2
+
+
 class SigningClient:
     """GET requests against one workspace, paced and retried; safe to share between threads."""
 
@@ -137,27 +154,21 @@ class SigningClient:
         *,
         control: RunControl | None = None,
         pacer: Pacer | None = None,
-        max_requests: int | None = None,
-        timeout: float = settings.REQUEST_TIMEOUT_SECONDS,
-        max_attempts: int = settings.MAX_ATTEMPTS,
-        give_up_after_seconds: float = settings.GIVE_UP_AFTER_SECONDS,
-        max_retry_after_seconds: float = settings.MAX_RETRY_AFTER_SECONDS,
-        request_deadline_seconds: float = settings.REQUEST_DEADLINE_SECONDS,
-        max_response_bytes: int = settings.MAX_RESPONSE_BYTES,
-        connections: int = settings.CHILD_CONCURRENCY + 2,
+        limits: RequestLimits | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         url = checked_base_url(base_url)
+        limits = limits or RequestLimits()
         self.control = control or RunControl()
         self.stats = self.control.stats
         self.pacer = pacer or Pacer(control=self.control)
-        if max_requests is not None:
-            self.pacer.budget = max_requests
-        self._max_attempts = max_attempts
-        self.give_up_after = give_up_after_seconds
-        self._max_retry_after = max_retry_after_seconds
-        self.request_deadline = request_deadline_seconds
-        self.max_response_bytes = max_response_bytes
+        if limits.max_requests is not None:
+            self.pacer.budget = limits.max_requests
+        self._max_attempts = limits.max_attempts
+        self.give_up_after = limits.give_up_after_seconds
+        self._max_retry_after = limits.max_retry_after_seconds
+        self.request_deadline = limits.request_deadline_seconds
+        self.max_response_bytes = limits.max_response_bytes
         self._sleep = sleep
         self._api_key = api_key  # only to blank it out of the service's words
         # The current run of failures: since when (the sending of its first request), and
@@ -167,7 +178,9 @@ class SigningClient:
         self._answered_at = float("-inf")
         self.host = url.netloc.decode()
         self.base_url = base_url.rstrip("/")
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        connections = httpx.Limits(
+            max_connections=limits.connections, max_keepalive_connections=limits.connections
+        )
         self._http = httpx.Client(
             base_url=self.base_url,
             headers={
@@ -175,8 +188,8 @@ class SigningClient:
                 "Accept": "application/json",
                 "Accept-Encoding": ACCEPT_ENCODING,
             },
-            timeout=timeout,
-            transport=DeadlineTransport(limits=limits, proxy=proxy_for(url)),
+            timeout=limits.timeout,
+            transport=DeadlineTransport(limits=connections, proxy=proxy_for(url)),
         )
 
     def close(self) -> None:

@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import settings
 from .client import SigningClient
 from .deletions import Deletions
 from .errors import NotFound, SigningAPIError
@@ -23,11 +22,12 @@ class SyncContext:
     """Bound to every resource when the source is built, as verified sources bind a client."""
 
     client: SigningClient
-    initial_since: str | None = None
-    lag_seconds: float = settings.CURSOR_LAG_SECONDS
-    page_size: int = settings.PAGE_SIZE
-    concurrency: int = settings.CHILD_CONCURRENCY
-    max_pages_without_new_records: int = settings.MAX_PAGES_WITHOUT_NEW_RECORDS
+    # The settings the resources read (`SigningConfiguration`'s, and the run's `since`).
+    initial_since: str | None
+    lag_seconds: float
+    page_size: int
+    concurrency: int
+    max_pages_without_new_records: int
     # What becomes of personal columns, and who was erased; the pipeline adds the erasures
     # the warehouse records before it builds the source.
     privacy: PrivacyPolicy = field(default_factory=PrivacyPolicy)

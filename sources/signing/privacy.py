@@ -79,8 +79,8 @@ class PrivacyConfigError(SourceConfigError):
 
 
 def configured_privacy() -> PrivacyPolicy:
-    """The policy of dlt's configuration, resolved as `connect` resolves it (for the commands
-    that read or change a warehouse without asking the service)."""
+    """The policy of dlt's configuration, resolved as `configured_source` resolves it (for the
+    commands that read or change a warehouse without asking the service)."""
     return PrivacyPolicy.configured(
         resolve_configuration(PrivacyConfiguration(), sections=SECTIONS)
     )

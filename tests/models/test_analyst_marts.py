@@ -22,7 +22,7 @@ from pipelines.load.run import load_incremental
 from pipelines.modeling.build import build_models
 from sandbox import RunningSandbox, Store
 from tests.models.workspaces import colliding_workspaces
-from tests.support import FAST, MODELS_BUILT, earliest, ms_of, week_of
+from tests.support import MODELS_BUILT, earliest, fast, ms_of, week_of
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 
 HOUR_MS = 3_600_000
@@ -50,7 +50,7 @@ def loaded(
         began = datetime.now(UTC)
         with place.configured() as warehouse:
             for key in running.api_keys:
-                done = load_incremental(warehouse, api_key=key, base_url=running.base_url, **FAST)
+                done = load_incremental(warehouse, settings=fast(running, key))
                 assert done.exit_code == 0, done.stopped
             ended = datetime.now(UTC)
             built = build_models(warehouse)

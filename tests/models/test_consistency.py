@@ -28,13 +28,13 @@ from pipelines.modeling.build import ModelsResult, build_models, dbt_dir_for
 from pipelines.raw.pipeline import make_pipeline
 from sandbox import RunningSandbox, SandboxConfig, Shipment, Store
 from tests.support import (
-    FAST,
     MARTS,
     MODELS_BUILT,
     START_MS,
     SandboxFactory,
     admin,
     earliest,
+    fast,
     mart_tables,
     ms_of,
     pointed_at,
@@ -50,7 +50,9 @@ Numbers = dict[str, Any]
 def load(running: RunningSandbox, warehouse: Path, max_requests: int | None = None) -> str | None:
     """One incremental load of the sandbox; the reason it stopped early, if it did."""
     with pointed_at(running):
-        return load_incremental(warehouse, LoadOptions(max_requests=max_requests), **FAST).stopped
+        return load_incremental(
+            warehouse, LoadOptions(max_requests=max_requests), settings=fast()
+        ).stopped
 
 
 def incomplete_shipments(warehouse: Path) -> set[str]:

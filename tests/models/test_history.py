@@ -16,7 +16,7 @@ import pytest
 from pipelines.load.run import load_incremental
 from pipelines.modeling.build import ModelsResult, build_models
 from sandbox import RunningSandbox, SandboxConfig, Shipment, Store
-from tests.support import FAST, MODELS_BUILT, START_MS, admin, ms_of
+from tests.support import MODELS_BUILT, START_MS, admin, fast, ms_of
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 
 DAY = timedelta(days=1)
@@ -45,9 +45,7 @@ class History:
 
 def _load_and_build(running: RunningSandbox, place: WarehouseUnderTest) -> ModelsResult:
     with place.configured() as warehouse:
-        loaded = load_incremental(
-            warehouse, api_key=running.api_key, base_url=running.base_url, **FAST
-        )
+        loaded = load_incremental(warehouse, settings=fast(running))
         assert loaded.exit_code == 0, loaded.stopped
         built = build_models(warehouse)
     assert built.success, built.summary

@@ -18,11 +18,11 @@ from pipelines.load.run import load_incremental
 from pipelines.modeling.build import ModelsResult, build_models
 from sandbox import RunningSandbox, Shipment, Store
 from tests.support import (
-    FAST,
     MODELS_BUILT,
     SandboxFactory,
     admin,
     earliest,
+    fast,
     ms_of,
     pointed_at,
     week_of,
@@ -200,7 +200,7 @@ def assert_marts_match(warehouse: Path, store: Store) -> None:
 # ---------------------------------------------------------------------- helpers
 def load_and_build(running: RunningSandbox, warehouse: Path) -> ModelsResult:
     with pointed_at(running):
-        loaded = load_incremental(warehouse, **FAST)
+        loaded = load_incremental(warehouse, settings=fast())
     assert loaded.stopped is None
     result = build_models(warehouse)
     assert result.success, result.summary

@@ -35,7 +35,7 @@ from pipelines.report.notebook import snapshot_marts
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.models.test_marts import assert_marts_match
-from tests.support import FAST, MARTS, MODELS_BUILT, START_MS, admin, differences
+from tests.support import MARTS, MODELS_BUILT, START_MS, admin, differences, fast
 from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.truth import postgres_differences
 
@@ -70,9 +70,7 @@ class Twins:
             place = Warehouse.at(warehouse, destination)
             loaded = load_incremental(
                 place,
-                api_key=self.running.api_key,
-                base_url=self.running.base_url,
-                **FAST,
+                settings=fast(self.running),
             )
             seconds = time.monotonic() - began
             assert loaded.exit_code == 0, loaded.stopped

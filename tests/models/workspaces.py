@@ -14,7 +14,7 @@ import duckdb
 from pipelines.load.run import load_incremental
 from pipelines.modeling.build import ModelsResult, build_models
 from sandbox import RunningSandbox, SandboxConfig
-from tests.support import FAST, MARTS, START_MS
+from tests.support import MARTS, START_MS, fast
 
 
 def colliding_workspaces(seed: int, shipments: int = 150) -> list[SandboxConfig]:
@@ -27,7 +27,7 @@ def load_every_workspace(running: RunningSandbox, warehouse: Path) -> ModelsResu
     """Load each of the sandbox's workspaces with its own key into `warehouse`, one after the
     other, then build the models; every load must finish and every model and test pass."""
     for key in running.api_keys:
-        loaded = load_incremental(warehouse, api_key=key, base_url=running.base_url, **FAST)
+        loaded = load_incremental(warehouse, settings=fast(running, key))
         assert loaded.stopped is None, loaded.stopped
     result = build_models(warehouse)
     assert result.success, result.summary

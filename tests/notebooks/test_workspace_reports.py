@@ -18,7 +18,7 @@ from pipelines.report.notebook import find_workspace, write_report
 from pipelines.warehouse import LoadedWorkspace
 from sandbox import RunningSandbox, Store
 from tests.models.workspaces import colliding_workspaces, load_every_workspace
-from tests.support import FAST, cli_env, describe, earliest, run_cli
+from tests.support import cli_env, describe, earliest, fast, run_cli
 from tests.support.browser import offline_page
 
 DAY_MS = 86_400_000
@@ -156,10 +156,8 @@ def test_cli_report_takes_the_name_a_workspace_is_configured_under(
     chosen, other = running.stores[1].workspace, running.stores[0].workspace
     again = load_incremental(
         warehouse,
-        api_key=running.api_keys[1],
-        base_url=running.base_url,
         workspace_name="bravo",
-        **FAST,
+        settings=fast(running, running.api_keys[1]),
     )
     assert again.exit_code == 0, again.stopped
     args = ["report", "--duckdb", str(warehouse), "--out", str(tmp_path), "--workspace", "bravo"]

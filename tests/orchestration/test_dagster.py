@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from orchestration.ingestion import FRESH, FRESH_HOURS, LOAD_COMPLETED, OUTCOME_
 from orchestration.modeling import dbt_project, prepare
 from orchestration.resources import WAREHOUSE_POOL
 from sandbox import JSON, RunningSandbox
-from sources.signing import RESOURCES, RunControl, connect, signing_source
+from sources.signing import RESOURCES, RunControl, configured_source, connect, signing_source
 from tests.models.test_marts import assert_marts_match
 from tests.models.workspaces import colliding_workspaces, workspace_marts
 from tests.sources.test_resilience import UNBOUND
@@ -64,7 +64,7 @@ def environment(running: RunningSandbox) -> dict[str, str]:
             f"SOURCES__SIGNING__WORKSPACES__{name.upper()}__API_KEY": key
             for name, key in zip(names, keys, strict=True)
         },
-        **{f"SOURCES__SIGNING__{name.upper()}": str(value) for name, value in FAST.items()},
+        **{f"SOURCES__SIGNING__{name.upper()}": str(value) for name, value in asdict(FAST).items()},
     }
 
 
@@ -210,9 +210,8 @@ def test_the_raw_assets_are_the_resources_the_source_loads(deployment: Deploymen
     running = deployment.running
     control = RunControl()
     try:
-        connection = connect(
-            api_key=running.api_keys[0], base_url=running.base_url, control=control
-        )
+        settings = configured_source(api_key=running.api_keys[0], base_url=running.base_url)
+        connection = connect(settings, control=control)
         source = signing_source(connection)
     finally:
         control.finish()

@@ -19,13 +19,13 @@ import httpx
 from pipelines.load.run import load_incremental
 from pipelines.warehouse import Warehouse
 from tests.support import (
-    FAST,
     SandboxFactory,
     admin,
     cli_env,
     describe,
     differences,
     duplicate_keys,
+    fast,
     load_args,
     message_lines,
     pointed_at,
@@ -227,7 +227,7 @@ def test_a_load_while_another_holds_the_lock_fails_and_leaves_the_warehouse_alon
     running = make_sandbox(shipments=10, limits_enabled=False)
     warehouse = tmp_path / "signing.duckdb"
     with pointed_at(running):
-        load_incremental(warehouse, **FAST)
+        load_incremental(warehouse, settings=fast())
     admin(running, "POST", "/advance", {"days": 1})  # there is something new to load
     before = file_digest(warehouse)
     served = admin(running, "GET", "/state")["requests_served"]

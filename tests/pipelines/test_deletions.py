@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,12 @@ from pipelines.status.read import read_status
 from sandbox import RunningSandbox
 from tests.models.test_marts import assert_marts_match
 from tests.support import (
-    FAST,
     SandboxFactory,
     admin,
     cli_env,
     describe,
     error_lines,
+    fast,
     run_cli,
     served,
     start_cli,
@@ -48,16 +49,13 @@ def load(
     place: WarehouseUnderTest,
     running: RunningSandbox,
     options: LoadOptions | None = None,
-    **settings: Any,
+    page_size: int | None = None,
 ) -> LoadResult:
     with place.configured() as warehouse:
-        return load_incremental(
-            warehouse,
-            options,
-            api_key=running.api_key,
-            base_url=running.base_url,
-            **{**FAST, **settings},
-        )
+        settings = fast(running)
+        if page_size is not None:
+            settings = replace(settings, page_size=page_size)
+        return load_incremental(warehouse, options, settings=settings)
 
 
 def delete(running: RunningSandbox, kind: str, **how: Any) -> list[str]:

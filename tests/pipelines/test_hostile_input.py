@@ -12,6 +12,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -166,7 +167,10 @@ def test_configured_workspace_names_with_markup_and_dots_load_and_print_as_writt
         f'[sources.signing.workspaces."{MARKUP}"]\napi_key = "{running.api_key}"\n'
         f'[sources.signing.workspaces."eu.sales"]\napi_key = "{running.api_key}"\n'
     )
-    env = {**cli_env(None), **{f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in FAST.items()}}
+    env = {
+        **cli_env(None),
+        **{f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in asdict(FAST).items()},
+    }
 
     result = run_cli(load_args(tmp_path / "signing.duckdb"), cwd=tmp_path, env=env)
 
@@ -186,7 +190,7 @@ def test_a_refusal_whose_message_forges_a_log_line_stays_one_escaped_line(tmp_pa
         return JSONResponse({"error": {"code": "unauthorized", "message": forged}}, 401)
 
     with StandIn(Starlette(routes=[Route("/v1/{path:path}", refuse)])) as stand_in:
-        env = {**cli_env(None), **source_settings(stand_in.base_url, "sk_test_refused")}
+        env = {**cli_env(None), **signing_variables(stand_in.base_url, "sk_test_refused")}
         for log_format in ("text", "json"):
             result = run_cli(
                 ["--log-format", log_format, *load_args(tmp_path / "signing.duckdb")],
@@ -219,11 +223,11 @@ def test_a_dlt_step_that_fails_is_named_with_its_cause(tmp_path: Path) -> None:
     assert reason == "the extract step failed: ValueError: the 2nd record could not be read"
 
 
-def source_settings(base_url: str, key: str) -> dict[str, str]:
+def signing_variables(base_url: str, key: str) -> dict[str, str]:
     return {
         "SOURCES__SIGNING__BASE_URL": base_url,
         "SOURCES__SIGNING__API_KEY": key,
-        **{f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in FAST.items()},
+        **{f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in asdict(FAST).items()},
     }
 
 

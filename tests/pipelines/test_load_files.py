@@ -18,12 +18,12 @@ from pipelines.raw.pipeline import make_pipeline
 from pipelines.warehouse import PARQUET_FROM_RECORDS, Warehouse, _duckdb
 from sandbox import RunningSandbox
 from sources.signing import RunControl, connect, signing_source
-from tests.support import FAST, SandboxFactory, admin, differences, pointed_at
+from tests.support import SandboxFactory, admin, differences, fast, pointed_at
 
 
-def load(running: RunningSandbox, warehouse: Path, **options: Any) -> LoadResult:
+def load(running: RunningSandbox, warehouse: Path) -> LoadResult:
     with pointed_at(running):
-        return load_incremental(warehouse, **{**FAST, **options})
+        return load_incremental(warehouse, settings=fast())
 
 
 def formats_loaded(warehouse: Path) -> set[str]:
@@ -135,7 +135,7 @@ def test_a_run_after_an_interrupted_one_loads_what_it_fetched_then_its_own(
     admin(running, "POST", "/advance", {"days": 1})
     with pointed_at(running):
         control = RunControl()
-        connection = connect(control=control, **FAST)
+        connection = connect(fast(), control=control)
         workspace_id = connection.workspace_id
         interrupted = make_pipeline(warehouse, workspace_id)
         source = signing_source(connection)

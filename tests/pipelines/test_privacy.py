@@ -21,7 +21,7 @@ from pipelines.load.run import load_incremental
 from pipelines.modeling.build import build_models
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
-from tests.support import FAST, START_MS, cli_env, describe, pointed_at, run_cli
+from tests.support import START_MS, cli_env, describe, fast, pointed_at, run_cli
 from tests.support.privacy import (
     COMPARED_MARTS,
     HASH_KEY,
@@ -60,7 +60,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
     with RunningSandbox(config) as running:
         keep = folder / "keep" / "signing.duckdb"
         with pointed_at(running):
-            assert load_incremental(keep, **FAST).exit_code == 0
+            assert load_incremental(keep, settings=fast()).exit_code == 0
         assert build_models(keep).success
         minimal = folder / "minimal" / "signing.duckdb"
         env = {**cli_env(running), **MINIMAL}

@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from tests.support import (
     differences,
     duplicate_keys,
     error_lines,
+    fast,
     load_args,
     new_key,
     run_cli,
@@ -54,14 +56,8 @@ def two_workspaces() -> Iterator[RunningSandbox]:
         yield running
 
 
-def _load(running: RunningSandbox, warehouse: Path, index: int, **options: Any) -> LoadResult:
-    return load_incremental(
-        warehouse,
-        api_key=running.api_keys[index],
-        base_url=running.base_url,
-        **FAST,
-        **options,
-    )
+def _load(running: RunningSandbox, warehouse: Path, index: int) -> LoadResult:
+    return load_incremental(warehouse, settings=fast(running, running.api_keys[index]))
 
 
 def _workspace_rows(warehouse: Path, workspace_id: str) -> dict[str, list[tuple[Any, ...]]]:
@@ -170,7 +166,7 @@ def test_a_rotated_key_continues_where_the_old_one_stopped(
     rotated = new_key(running, name="rotated", scopes=["read", "write"])
     admin(running, "POST", "/keys/revoke", {"key": running.api_key})
     admin(running, "POST", "/advance", {"hours": 6})
-    again = load_incremental(warehouse, api_key=rotated, base_url=running.base_url, **FAST)
+    again = load_incremental(warehouse, settings=fast(running, rotated))
     assert differences(warehouse, running.store) == {}
     # Only what changed in six hours is read again: the cursors carried over to the new key.
     assert again.rows.get("shipments", 0) < first.rows["shipments"] / 4
@@ -265,9 +261,7 @@ def test_a_warehouse_of_the_previous_version_is_upgraded_without_a_full_load(
     config = SandboxConfig(limits_enabled=False, **LEGACY_SANDBOX)  # type: ignore[arg-type]
     with RunningSandbox(config) as running:
         admin(running, "POST", "/advance", {"hours": 12})
-        result = load_incremental(
-            warehouse, api_key=running.api_key, base_url=running.base_url, **FAST
-        )
+        result = load_incremental(warehouse, settings=fast(running))
         assert differences(warehouse, running.store) == {}
         workspace_id = running.store.workspace.id
     after = _row_keys(warehouse)
@@ -335,7 +329,8 @@ def test_the_configuration_the_sandbox_prints_loads_each_of_its_workspaces(
         (tmp_path / ".dlt").mkdir()
         (tmp_path / ".dlt" / "secrets.toml").write_text("\n".join(snippet) + "\n")
         (tmp_path / ".dlt" / "config.toml").write_text(
-            "[sources.signing]\n" + "".join(f"{name} = {value}\n" for name, value in FAST.items())
+            "[sources.signing]\n"
+            + "".join(f"{name} = {value}\n" for name, value in asdict(FAST).items())
         )
         warehouse = tmp_path / "w.duckdb"
         result = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(None))

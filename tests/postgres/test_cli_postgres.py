@@ -25,13 +25,13 @@ from sandbox import RunningSandbox, SandboxConfig
 from tests.models.test_marts import assert_marts_match
 from tests.models.workspaces import workspace_marts
 from tests.support import (
-    FAST,
     MARTS,
     START_MS,
     admin,
     describe,
     differences,
     error_lines,
+    fast,
     run_cli,
     workspaces_env,
 )
@@ -80,7 +80,7 @@ RAW_TABLES_QUERY = (
 def _duckdb_twin(running: RunningSandbox, warehouse: Path) -> None:
     """The same workspaces loaded into DuckDB by the same code, models built."""
     for key in running.api_keys:
-        loaded = load_incremental(warehouse, api_key=key, base_url=running.base_url, **FAST)
+        loaded = load_incremental(warehouse, settings=fast(running, key))
         assert loaded.exit_code == 0, loaded.stopped
     built = build_models(warehouse)
     assert built.success, built.summary

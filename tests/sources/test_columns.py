@@ -25,7 +25,7 @@ import yaml
 from pipelines.load.run import load_incremental
 from sandbox import RunningSandbox
 from sources.signing.columns import TABLES
-from tests.support import FAST, SandboxFactory, client_for, differences, pointed_at
+from tests.support import SandboxFactory, client_for, differences, fast, pointed_at
 
 OPENAPI = Path(__file__).resolve().parents[2] / "sandbox" / "openapi.yaml"
 NO_DATA_WARNING = "did not receive any data"
@@ -253,7 +253,7 @@ def null_every_nullable_field(running: RunningSandbox, *, document_fields: bool)
 
 def load(running: RunningSandbox, warehouse: Path) -> None:
     with pointed_at(running):
-        result = load_incremental(warehouse, **FAST)
+        result = load_incremental(warehouse, settings=fast())
     assert result.stopped is None
 
 

@@ -16,6 +16,7 @@ import time
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -30,17 +31,18 @@ from sources.signing import (
     ResponseTooLarge,
     ServiceUnreachable,
     SigningAPIError,
+    configured_source,
     connect,
 )
 from sources.signing.client import SigningClient, item_path
 from sources.signing.errors import NotFound
 from tests.support import (
-    FAST,
     FakeAPI,
     FakeWorkspace,
     StandIn,
     cli_env,
     describe,
+    fast,
     load_args,
     message_lines,
     run_cli,
@@ -93,7 +95,7 @@ def test_an_answer_past_max_response_bytes_stops_the_run_unread_and_not_retried(
         tracemalloc.start()
         try:
             with pytest.raises(ResponseTooLarge) as stopped:
-                connect()
+                connect(configured_source())
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -167,7 +169,7 @@ def test_an_answer_that_never_completes_ends_at_the_request_deadline(answer: Han
     ):
         began = time.monotonic()
         with pytest.raises(ServiceUnreachable) as stopped:
-            connect()
+            connect(configured_source())
         took = time.monotonic() - began
         requests = stand_in.count
 
@@ -188,9 +190,10 @@ def test_a_dead_me_is_given_up_on_after_give_up_after_seconds() -> None:
     not after the eight attempts' back-off (43 s before), and no back-off sleeps past that
     moment: the last attempt goes out right at it."""
     with StandIn(answering(always_500)) as stand_in:
+        settings = configured_source(api_key=KEY, base_url=stand_in.base_url)
         began = time.monotonic()
         with pytest.raises(ServiceUnreachable) as stopped:
-            connect(api_key=KEY, base_url=stand_in.base_url, give_up_after_seconds=4)
+            connect(replace(settings, give_up_after_seconds=4))
         took = time.monotonic() - began
         arrivals = [a.at for a in stand_in.arrivals]
 
@@ -210,7 +213,7 @@ def test_give_up_after_seconds_from_the_environment_holds_on_the_first_request()
     ):
         began = time.monotonic()
         with pytest.raises(ServiceUnreachable):
-            connect()
+            connect(configured_source())
         took = time.monotonic() - began
         requests = stand_in.count
 
@@ -234,7 +237,7 @@ def test_a_rate_limit_reset_centuries_away_stops_the_run_instead_of_waiting(
     api.router.routes.insert(0, Route("/v1/me", me_then_wait))
     with StandIn(api) as stand_in, source_env(stand_in.base_url, KEY):
         began = time.monotonic()
-        result = load_incremental(tmp_path / "signing.duckdb", **FAST)
+        result = load_incremental(tmp_path / "signing.duckdb", settings=fast())
         took = time.monotonic() - began
         requests = stand_in.count
 
@@ -260,7 +263,7 @@ def test_a_base_url_that_carries_a_secret_is_refused_without_repeating_it(shape:
     with StandIn(FakeAPI({KEY: workspace}).app()) as stand_in:
         base_url = shape.format(host=f"127.0.0.1:{stand_in.port}")
         with pytest.raises(SigningAPIError) as refused:
-            connect(api_key=KEY, base_url=base_url)
+            connect(configured_source(api_key=KEY, base_url=base_url))
         requests = stand_in.count
 
     message = str(refused.value)
@@ -288,7 +291,7 @@ def test_a_200_without_data_stops_the_run_naming_the_endpoint(tmp_path: Path) ->
 
     api.router.routes.insert(0, Route("/v1/contacts", error_body))
     with StandIn(api) as stand_in, source_env(stand_in.base_url, KEY):
-        result = load_incremental(tmp_path / "signing.duckdb", CONTACTS_ONLY, **FAST)
+        result = load_incremental(tmp_path / "signing.duckdb", CONTACTS_ONLY, settings=fast())
 
     assert result.exit_code == 1
     assert result.stopped == (
@@ -324,7 +327,7 @@ def test_a_record_nested_deeper_than_the_api_ever_does_stops_the_run_in_one_line
     workspace = FakeWorkspace("ws_deep", contacts=[contact])
 
     with StandIn(FakeAPI({KEY: workspace}).app()) as stand_in, source_env(stand_in.base_url, KEY):
-        result = load_incremental(tmp_path / "signing.duckdb", CONTACTS_ONLY, **FAST)
+        result = load_incremental(tmp_path / "signing.duckdb", CONTACTS_ONLY, settings=fast())
 
     assert result.stopped == stopped
     assert result.exit_code == (0 if stopped is None else 1)
@@ -340,7 +343,7 @@ def test_the_services_error_message_reaches_an_exception_as_one_clean_line() -> 
         return JSONResponse(body, status_code=401)
 
     with StandIn(answering(refuse)) as stand_in, pytest.raises(KeyRefused) as refused:
-        connect(api_key=KEY, base_url=stand_in.base_url)
+        connect(configured_source(api_key=KEY, base_url=stand_in.base_url))
 
     assert str(refused.value) == (
         f"the API key was refused (401 unauthorized: {CLEAN_MESSAGE}); check the key"

@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from pipelines.load.run import LoadResult, load_incremental
-from tests.support import FAST, FakeAPI, FakeWorkspace, StandIn, source_env
+from tests.support import FakeAPI, FakeWorkspace, StandIn, fast, source_env
 
 STAMP = "2026-01-01T08:00:00.000Z"
 FORGED = {"_dlt_id": "forged", "_dlt_parent_id": "forged", "_dlt_root_id": "forged"}
@@ -137,7 +137,7 @@ def forged_workspace(workspace_id: str) -> FakeWorkspace:
 
 def load(stand_in: StandIn, key: str, warehouse: Path) -> LoadResult:
     with source_env(stand_in.base_url, key):
-        return load_incremental(warehouse, **FAST)
+        return load_incremental(warehouse, settings=fast())
 
 
 def rows_per_workspace(warehouse: Path) -> dict[str, Counter[str]]:

@@ -10,15 +10,15 @@ and what the run said (one warning line per list).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pytest
 
 from pipelines.load.run import LoadOptions, LoadResult, load_incremental
 from sandbox import JSON
-from tests.support import FAST, FakeAPI, FakeWorkspace, StandIn, honest_page, source_env
+from tests.support import FakeAPI, FakeWorkspace, StandIn, fast, honest_page, source_env
 
 KEY = "sk_test_standin"
 PAGE = 100  # the page size these runs ask for
@@ -42,10 +42,13 @@ def contacts(count: int) -> list[JSON]:
     ]
 
 
-def load(stand_in: StandIn, warehouse: Path, **settings: Any) -> LoadResult:
+def load(
+    stand_in: StandIn, warehouse: Path, max_pages_without_new_records: int | None = None
+) -> LoadResult:
     """One run of the contacts resource against the stand-in, configured as a user does."""
-    with source_env(stand_in.base_url, KEY, **settings):
-        return load_incremental(warehouse, CONTACTS_ONLY, page_size=PAGE, **FAST)
+    patience = max_pages_without_new_records
+    with source_env(stand_in.base_url, KEY, max_pages_without_new_records=patience):
+        return load_incremental(warehouse, CONTACTS_ONLY, settings=replace(fast(), page_size=PAGE))
 
 
 def loaded_ids(warehouse: Path) -> set[str]:

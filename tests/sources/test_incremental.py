@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,12 @@ from pipelines.load.run import LoadOptions, LoadResult, load_incremental
 from pipelines.warehouse import Warehouse
 from sandbox import JSON, Contact, Recipient, RunningSandbox
 from tests.support import (
-    FAST,
     SandboxFactory,
     admin,
     client_for,
     differences,
     duplicate_keys,
+    fast,
     pointed_at,
 )
 
@@ -42,10 +43,16 @@ def warehouse(tmp_path: Path) -> Path:
     return tmp_path / "warehouse" / "signing.duckdb"
 
 
-def load(running: RunningSandbox, warehouse: Path, **options: Any) -> LoadResult:
+def load(
+    running: RunningSandbox,
+    warehouse: Path,
+    options: LoadOptions | None = None,
+    page_size: int | None = None,
+) -> LoadResult:
     """One incremental run of the pipeline against `running`, paced for a limit-free sandbox."""
     with pointed_at(running):
-        return load_incremental(warehouse, **{**FAST, **options})
+        settings = fast() if page_size is None else replace(fast(), page_size=page_size)
+        return load_incremental(warehouse, options, settings=settings)
 
 
 def query(warehouse: Path, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:

@@ -12,12 +12,12 @@ from pipelines.load.run import load_incremental
 from pipelines.status.read import read_status
 from sandbox import JSON, Shipment, iso
 from tests.support import (
-    FAST,
     SandboxFactory,
     admin,
     cli_env,
     describe,
     differences,
+    fast,
     load_args,
     message_lines,
     pointed_at,
@@ -54,7 +54,7 @@ def test_an_audit_trail_cut_at_500_events_is_counted_and_shown(
     monkeypatch.setattr(Shipment, "audit_events", with_a_long_trail)
     warehouse = tmp_path / "signing.duckdb"
     with pointed_at(running):
-        result = load_incremental(warehouse, **FAST)
+        result = load_incremental(warehouse, settings=fast())
 
     assert result.stats.truncated_trails == 1, result.stats
     with duckdb.connect(str(warehouse), read_only=True) as connection:

@@ -17,7 +17,7 @@ from pipelines.load.run import LoadOptions, load_incremental
 from sandbox import RunningSandbox
 from sources.signing import PERSONAL_COLUMNS
 from sources.signing.privacy import preset_actions
-from tests.support import FAST, cli_env, describe, error_lines, pointed_at, run_cli, served
+from tests.support import cli_env, describe, error_lines, fast, pointed_at, run_cli, served
 from tests.support.privacy import HASH_KEY, keyed, keyed_phone
 
 PRIVACY = "SOURCES__SIGNING__PRIVACY__"
@@ -63,7 +63,7 @@ def test_each_column_gets_its_action_and_refinements_override_the_preset(
     }
     warehouse = tmp_path / "signing.duckdb"
     with pointed_at(shared_sandbox), environment_set(policy):
-        loaded = load_incremental(warehouse, LoadOptions(resources=("contacts",)), **FAST)
+        loaded = load_incremental(warehouse, LoadOptions(resources=("contacts",)), settings=fast())
     assert loaded.exit_code == 0, loaded.stopped
     with duckdb.connect(str(warehouse), read_only=True) as connection:
         stored = {

@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,15 @@ import pytest
 from pipelines.load.run import LoadOptions, load_incremental
 from pipelines.status.read import read_status
 from sandbox import RunningSandbox
-from sources.signing import parse_iso
+from sources.signing import Pacing, SigningConfiguration, configured_source, parse_iso
 from tests.support import (
-    FAST,
     SandboxFactory,
     admin,
     cli_env,
     describe,
     differences,
     duplicate_keys,
+    fast,
     load_args,
     pointed_at,
     problem_lines,
@@ -41,6 +42,11 @@ from tests.support import (
 # Limits that never bind, for tests about one other limit.
 UNBOUND = {"requests_per_second": 1000, "burst": 1000, "requests_per_minute": 100_000}
 CONTACT_TABLES = {"contacts", "contacts__custom"}
+
+
+def paced(requests_per_second: float, burst: int) -> SigningConfiguration:
+    """The source's settings as configured now (`pointed_at`), paced as given."""
+    return configured_source().paced(Pacing(requests_per_second, burst))
 
 
 def missing_rows(warehouse: Path, running: RunningSandbox) -> int:
@@ -75,7 +81,7 @@ def test_injected_faults_change_nothing_in_the_result(
     warehouse = tmp_path / "signing.duckdb"
 
     with pointed_at(running):
-        result = load_incremental(warehouse, **FAST)
+        result = load_incremental(warehouse, settings=fast())
 
     assert result.stopped is None
     assert getattr(result.stats, proof) > 0, result.stats  # the faults did happen
@@ -100,7 +106,7 @@ def test_no_429_when_the_pacer_matches_steady_limits(
     warehouse = tmp_path / "signing.duckdb"
 
     with pointed_at(running):
-        result = load_incremental(warehouse, requests_per_second=20, burst=20)
+        result = load_incremental(warehouse, settings=paced(20, 20))
 
     assert result.stats.requests >= 150
     assert result.stats.throttled == 0, result.stats
@@ -123,7 +129,7 @@ def test_the_pacer_reads_a_tight_per_minute_window_from_the_headers(
     warehouse = tmp_path / "signing.duckdb"
 
     with pointed_at(running):
-        result = load_incremental(warehouse, requests_per_second=10, burst=40)
+        result = load_incremental(warehouse, settings=paced(10, 40))
 
     assert result.stats.requests > 60  # the window was crossed
     assert result.stats.throttled <= 2, result.stats
@@ -142,7 +148,7 @@ def test_a_pacer_burst_below_the_services_does_not_slow_the_run_to_a_crawl(
     warehouse = tmp_path / "signing.duckdb"
 
     with pointed_at(running):
-        result = load_incremental(warehouse, requests_per_second=10, burst=20)
+        result = load_incremental(warehouse, settings=paced(10, 20))
 
     assert result.stats.throttled == 0, result.stats
     assert result.seconds < 10, (result.seconds, result.stats)
@@ -235,8 +241,7 @@ def test_a_request_budget_is_spent_exactly_while_the_pacer_holds_requests_back(
         result = load_incremental(
             tmp_path / "signing.duckdb",
             LoadOptions(max_requests=budget),
-            requests_per_second=4,
-            burst=1,
+            settings=paced(4, 1),
         )
 
     assert result.stopped is not None
@@ -252,23 +257,23 @@ def test_a_list_pass_stopped_before_its_first_answer_keeps_the_services_clock(
     catch-up pass; a budget one short of the whole run stops right at that catch-up's first
     request, before any answer told the pass what time it is."""
     running = make_sandbox(shipments=10, limits_enabled=False)
-    options: dict[str, Any] = {"page_size": 10, **FAST}
     contacts = ("contacts",)
     warehouse = tmp_path / "signing.duckdb"
 
     with pointed_at(running):
+        settings = replace(fast(), page_size=10)
         probe = tmp_path / "probe" / "signing.duckdb"
-        whole = load_incremental(probe, LoadOptions(resources=contacts), **options)
+        whole = load_incremental(probe, LoadOptions(resources=contacts), settings=settings)
         budget = whole.stats.requests - 1
         first = load_incremental(
-            warehouse, LoadOptions(resources=contacts, max_requests=budget), **options
+            warehouse, LoadOptions(resources=contacts, max_requests=budget), settings=settings
         )
         assert first.stopped is not None
-        load_incremental(warehouse, LoadOptions(resources=contacts), **options)
+        load_incremental(warehouse, LoadOptions(resources=contacts), settings=settings)
         cursor = read_status(warehouse).cursors["contacts"]
         service_now = admin(running, "GET", "/state")["now"]
         admin(running, "POST", "/touch", {"entity": "contacts", "count": 5})
-        load_incremental(warehouse, **options)
+        load_incremental(warehouse, settings=settings)
 
     report = differences(warehouse, running.store)
     assert {t: report[t] for t in CONTACT_TABLES if t in report} == {}
@@ -284,9 +289,9 @@ def test_children_left_by_a_stopped_run_are_fetched_when_nothing_else_changed(
     warehouse = tmp_path / "signing.duckdb"
 
     with pointed_at(running):
-        first = load_incremental(warehouse, LoadOptions(max_requests=40), **FAST)
+        first = load_incremental(warehouse, LoadOptions(max_requests=40), settings=fast())
         after_first = differences(warehouse, running.store)
-        second = load_incremental(warehouse, **FAST)
+        second = load_incremental(warehouse, settings=fast())
 
     assert first.stopped is not None
     assert "shipments" not in after_first  # the page itself was loaded...

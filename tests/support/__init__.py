@@ -14,7 +14,7 @@ from .cli import (
     wait_for_requests,
     workspaces_env,
 )
-from .loading import FAST, pointed_at
+from .loading import FAST, fast, pointed_at
 from .sandboxes import (
     START_MS,
     SandboxFactory,
@@ -50,6 +50,7 @@ __all__ = [
     "duplicate_keys",
     "earliest",
     "error_lines",
+    "fast",
     "finish",
     "honest_page",
     "load_args",

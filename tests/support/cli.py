@@ -10,7 +10,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from sandbox import RunningSandbox
 
@@ -24,11 +23,18 @@ PROGRESS_LINE = re.compile(
 
 
 def cli_env(
-    running: RunningSandbox | None, *, key: str | None = None, **settings: Any
+    running: RunningSandbox | None,
+    *,
+    key: str | None = None,
+    requests_per_second: float = FAST.requests_per_second,
+    burst: int = FAST.burst,
+    page_size: int | None = None,
+    give_up_after_seconds: float | None = None,
+    deletes: str | None = None,
 ) -> dict[str, str]:
     """This process's environment without any dlt setting, plus the source's settings for
     `running` as `SOURCES__SIGNING__*` (none at all when `running` is None): its URL and key,
-    the `FAST` pacing unless `settings` says otherwise, then `settings`. The terminal width is
+    the `FAST` pacing unless told otherwise, and the settings given. The terminal width is
     left unset, so output is laid out as in a cron log (80 columns, no TTY)."""
     env = {
         name: value
@@ -38,13 +44,18 @@ def cli_env(
     }
     if running is None:
         return env
-    values: dict[str, Any] = {
+    values: dict[str, object | None] = {
         "api_key": key or running.api_key,
         "base_url": running.base_url,
-        **FAST,
-        **settings,
+        "requests_per_second": requests_per_second,
+        "burst": burst,
+        "page_size": page_size,
+        "give_up_after_seconds": give_up_after_seconds,
+        "deletes": deletes,
     }
-    env.update({f"SOURCES__SIGNING__{name.upper()}": str(v) for name, v in values.items()})
+    env.update(
+        {f"SOURCES__SIGNING__{name.upper()}": str(v) for name, v in values.items() if v is not None}
+    )
     return env
 
 
@@ -54,8 +65,8 @@ def workspaces_env(running: RunningSandbox, keys: dict[str, str]) -> dict[str, s
     env = {
         **cli_env(None),
         "SOURCES__SIGNING__BASE_URL": running.base_url,
-        "SOURCES__SIGNING__REQUESTS_PER_SECOND": str(FAST["requests_per_second"]),
-        "SOURCES__SIGNING__BURST": str(FAST["burst"]),
+        "SOURCES__SIGNING__REQUESTS_PER_SECOND": str(FAST.requests_per_second),
+        "SOURCES__SIGNING__BURST": str(FAST.burst),
     }
     for name, key in keys.items():
         env[f"SOURCES__SIGNING__WORKSPACES__{name.upper()}__API_KEY"] = key

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -179,8 +178,25 @@ class FakeAPI:
         return _error(404, "not_found", f"nothing at /{'/'.join(parts)}")
 
 
-def source_env(base_url: str, api_key: str, **settings: Any) -> AbstractContextManager[None]:
+def source_env(
+    base_url: str,
+    api_key: str,
+    *,
+    give_up_after_seconds: float | None = None,
+    request_deadline_seconds: float | None = None,
+    max_response_bytes: int | None = None,
+    max_pages_without_new_records: int | None = None,
+) -> AbstractContextManager[None]:
     """The signing source configured through its documented environment variables
     (`SOURCES__SIGNING__<NAME>`) for the block, as a user sets them; restored afterwards."""
-    values = {"api_key": api_key, "base_url": base_url, **settings}
-    return environment_set({f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in values.items()})
+    values: dict[str, object | None] = {
+        "api_key": api_key,
+        "base_url": base_url,
+        "give_up_after_seconds": give_up_after_seconds,
+        "request_deadline_seconds": request_deadline_seconds,
+        "max_response_bytes": max_response_bytes,
+        "max_pages_without_new_records": max_pages_without_new_records,
+    }
+    return environment_set(
+        {f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in values.items() if v is not None}
+    )

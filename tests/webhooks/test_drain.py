@@ -27,6 +27,7 @@ from tests.support import (
     client_for,
     differences,
     duplicate_keys,
+    fast,
     new_key,
     pointed_at,
     served,
@@ -39,7 +40,7 @@ def loaded(make_sandbox: SandboxFactory, tmp_path: Path) -> tuple[RunningSandbox
     running = make_sandbox(limits_enabled=False, shipments=120)
     warehouse = tmp_path / "signing.duckdb"
     with pointed_at(running):
-        load_incremental(warehouse, **FAST)
+        load_incremental(warehouse, settings=fast())
     return running, warehouse
 
 
@@ -85,7 +86,7 @@ def test_a_drain_reads_each_named_record_once_and_leaves_the_warehouse_equal_to_
     for each in deliveries(running, shipment_id, contact_id):
         inbox.accept(each)
     before = served(running)
-    result = drain_workspace(warehouse, entry(running), inbox, control=RunControl(), **FAST)
+    result = drain_workspace(warehouse, entry(running), inbox, control=RunControl(), pacing=FAST)
     assert result.outcome == "completed", result.reason
     # /me, then the shipment, its audit trail and its fields, and the contact: once each.
     assert served(running) - before == 5
@@ -117,12 +118,14 @@ def test_deliveries_wait_while_a_load_holds_the_warehouse(
         inbox.accept(each)
     before = served(running)
     with warehouse.exclusive():  # a scheduled load's hold
-        result = drain_workspace(warehouse, entry(running), inbox, control=RunControl(), **FAST)
+        result = drain_workspace(
+            warehouse, entry(running), inbox, control=RunControl(), pacing=FAST
+        )
     assert result.outcome == "busy"
     assert served(running) == before  # nothing asked while it could not load
     assert inbox.waiting("default", 100) == waiting
     assert drain_workspace(
-        warehouse, entry(running), inbox, control=RunControl(), **FAST
+        warehouse, entry(running), inbox, control=RunControl(), pacing=FAST
     ).outcome == ("completed")
     assert inbox.waiting("default", 100) == []
 
