@@ -18,10 +18,14 @@ import orjson
 
 from pipelines.outcome import Outcome
 from pipelines.warehouse import SqlClient, columns_by_table, ensure_table, insert_rows
+from sources.signing import RunCounters
 
 RUNS_TABLE = "_signing_runs"
 INCOMPLETE_SHIPMENTS_TABLE = "_signing_incomplete_shipments"
 
+# The SQL type of a counter's column, by its Python type (`RunCounters`' annotations).
+_COUNTER_TYPES = {"int": "bigint", "float": "double precision"}
+COUNTERS = tuple(each.name for each in dataclasses.fields(RunCounters))
 # Column -> SQL type of the run record; these types read alike in DuckDB and Postgres.
 RUN_COLUMNS: dict[str, str] = {
     "run_id": "varchar",
@@ -31,13 +35,7 @@ RUN_COLUMNS: dict[str, str] = {
     "finished_at": "timestamp with time zone",
     "outcome": "varchar",
     "stop_reason": "varchar",
-    "requests": "bigint",
-    "failed_attempts": "bigint",
-    "throttled": "bigint",
-    "retries": "bigint",
-    "waited_seconds": "double precision",
-    "request_seconds": "double precision",
-    "truncated_trails": "bigint",
+    **{each.name: _COUNTER_TYPES[str(each.type)] for each in dataclasses.fields(RunCounters)},
     "deletions": "varchar",
     "rows": "varchar",
     "requests_by_endpoint": "varchar",
@@ -63,13 +61,7 @@ class RunRecord:
     finished_at: datetime | None = None
     workspace_name: str | None = None  # the configured entry (`--workspace`) it ran as
     stop_reason: str | None = None
-    requests: int = 0
-    failed_attempts: int = 0
-    throttled: int = 0
-    retries: int = 0
-    waited_seconds: float = 0.0
-    request_seconds: float = 0.0
-    truncated_trails: int = 0
+    counters: RunCounters = field(default_factory=RunCounters)  # a column each
     # Per list checked for deleted records: the check (`count`, `full`, `incomplete`), its
     # requests, the last full check's time, records found gone and marked, whether refused.
     deletions: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -86,9 +78,9 @@ class RunRecord:
     def to_row(self) -> dict[str, Any]:
         """Column values for SQL: the outcome as its name, dicts and lists as JSON text."""
         row = dataclasses.asdict(self)
+        row.pop("counters")
+        row.update(self.counters.as_dict())
         row["outcome"] = str(self.outcome)
-        for name in ("waited_seconds", "request_seconds"):
-            row[name] = round(row[name], 3)
         for name in _JSON_COLUMNS:
             row[name] = orjson.dumps(row[name], option=orjson.OPT_SORT_KEYS).decode()
         return row
@@ -104,6 +96,8 @@ class RunRecord:
         for name, value in list(values.items()):
             if value is None and name not in _NULLABLE:
                 values.pop(name)  # a column an earlier version left empty: the default
+        counted = {name: row[name] for name in COUNTERS if row.get(name) is not None}
+        values["counters"] = RunCounters(**counted)
         values["outcome"] = Outcome(str(row.get("outcome") or Outcome.FAILED))
         values["run_id"] = str(row.get("run_id") or "")
         return cls(**values)

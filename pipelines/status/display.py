@@ -95,8 +95,8 @@ def _print_recent_runs(workspaces: list[WorkspaceStatus], now: datetime) -> None
             _when(run.started_at),
             workspace.label,
             _outcome(run),
-            f"{run.requests:,}",
-            f"{run.throttled:,}",
+            f"{run.counters.requests:,}",
+            f"{run.counters.throttled:,}",
         )
     out.print(table)
 
@@ -159,9 +159,10 @@ def _outcome(run: RunRecord) -> str:
 def run_line(run: RunRecord) -> str:
     """One run in a line: who, when, how it ended and what it cost."""
     who = f"{run.workspace_name or run.workspace_id or '?'}, "
+    cost = run.counters
     return (
-        f"{who}{run.started_at:%Y-%m-%d %H:%M:%S %Z}, {_outcome(run)}, {run.requests:,} "
-        f"requests, {run.throttled:,} 429s, {run.waited_seconds:.1f} s waited for limits"
+        f"{who}{run.started_at:%Y-%m-%d %H:%M:%S %Z}, {_outcome(run)}, {cost.requests:,} "
+        f"requests, {cost.throttled:,} 429s, {cost.waited_seconds:.1f} s waited for limits"
     )
 
 
@@ -169,7 +170,7 @@ def _requests(run: RunRecord | None) -> str:
     if run is None:
         return ""
     limits = ", ".join(f"{limit:,} per {scope}" for scope, limit in sorted(run.limits.items()))
-    shown = f"{run.requests:,} ({run.throttled:,})"
+    shown = f"{run.counters.requests:,} ({run.counters.throttled:,})"
     return f"{shown}; limits {limits}" if limits else shown
 
 
@@ -243,10 +244,7 @@ def _run_document(run: RunRecord | None) -> dict[str, Any] | None:
         "finished_at": _iso(run.finished_at),
         "outcome": str(run.outcome),
         "reason": run.stop_reason,
-        "requests": run.requests,
-        "throttled": run.throttled,
-        "retries": run.retries,
-        "failed_attempts": run.failed_attempts,
+        **run.counters.as_dict(),
         "limits": run.limits,
         "daily_remaining": run.daily_remaining,
         "rows": run.rows,

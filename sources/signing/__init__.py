@@ -66,7 +66,7 @@ from .rows import (
     workspace_row,
 )
 from .selection import SOURCE_TABLES, chosen_resources
-from .stats import RunStats
+from .stats import RunCounters, RunStats
 from .times import parse_iso, to_iso
 
 EVENTS_LIMIT = settings.EVENTS_LIMIT  # the API's cap on one audit trail
@@ -106,6 +106,7 @@ __all__ = [
     "ResponseTooLarge",
     "RetryAfterTooLong",
     "RunControl",
+    "RunCounters",
     "RunStats",
     "RunStopped",
     "ServiceUnreachable",

@@ -5,22 +5,39 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 
 @dataclass
-class RunStats:
-    """Counters for the progress display, the summary and the run record; thread-safe through
-    its methods (callers never take its lock)."""
+class RunCounters:
+    """What a run cost the service, counted by every thread: the one definition of the counters
+    the load's summary, the run record (a column each) and `status` report. A new counter is a
+    field here; the record's column and the documents' keys follow."""
 
     requests: int = 0  # answered, whatever the status
     failed_attempts: int = 0  # sent, no usable answer (time-out, refused, cut short)
     throttled: int = 0
     retries: int = 0
-    truncated_trails: int = 0  # audit trails cut at the API's cap (the oldest events missing)
     waited_seconds: float = 0.0  # wall time during which some request waited for the limits
     request_seconds: float = 0.0  # wall time during which some request was on the wire
+    truncated_trails: int = 0  # audit trails cut at the API's cap (the oldest events missing)
+
+    def as_dict(self) -> dict[str, int | float]:
+        """Each counter by its name, seconds to the millisecond (as records and summaries keep
+        them)."""
+        counted: dict[str, int | float] = {}
+        for each in fields(RunCounters):
+            value = getattr(self, each.name)
+            counted[each.name] = round(value, 3) if isinstance(value, float) else value
+        return counted
+
+
+@dataclass
+class RunStats(RunCounters):
+    """The counters, and what else the progress display, the summary and the run record show;
+    thread-safe through its methods (callers never take its lock)."""
+
     by_endpoint: Counter[str] = field(default_factory=Counter)
     rows: Counter[str] = field(default_factory=Counter)
     stop_reason: str | None = None
@@ -33,6 +50,11 @@ class RunStats:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _in_flight: int = field(default=0, repr=False)
     _busy_since: float = field(default=0.0, repr=False)
+
+    def counters(self) -> RunCounters:
+        """The counters as they are now, apart from the live object."""
+        with self._lock:
+            return RunCounters(*(getattr(self, each.name) for each in fields(RunCounters)))
 
     def count_request(self, endpoint: str) -> None:
         with self._lock:
