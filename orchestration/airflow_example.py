@@ -1,5 +1,6 @@
 """An Airflow DAG that runs signing-etl nightly and maps its exit codes to task states (shown in
-the README; tests/orchestration runs it, with a stand-in for Airflow, against the sandbox)."""
+docs/orchestration.md; tests/orchestration runs it, with a stand-in for Airflow, against the
+sandbox)."""
 
 from datetime import datetime
 

@@ -71,9 +71,7 @@ def run() -> None:
     """The console script `signing-etl`: `app`, with usage errors (an unknown option, a value
     of the wrong kind) said in the log format asked for, one line each, like every other
     message: a JSON log stays JSON, a cron log stays stamped."""
-    words = sys.argv[1:]
-    asked = next((words[i + 1] for i, word in enumerate(words[:-1]) if word == "--log-format"), "")
-    asked = next((w.split("=", 1)[1] for w in words if w.startswith("--log-format=")), asked)
+    words, asked = log_format_first(sys.argv[1:])
     output.configure("json" if asked == "json" else "text")
     try:
         code = app(args=words or ["--help"], standalone_mode=False)
@@ -85,6 +83,29 @@ def run() -> None:
     except typer.Abort:
         code = 130
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def log_format_first(words: list[str]) -> tuple[list[str], str | None]:
+    """The command line with `--log-format` moved before the command wherever it was given
+    (`signing-etl load --log-format json` as `signing-etl --log-format json load`, as a cron
+    line is naturally written), and the format asked for (the last one given)."""
+    rest: list[str] = []
+    asked: str | None = None
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word == "--":  # what follows is an argument, whatever it looks like
+            rest.extend(words[index:])
+            break
+        if word == "--log-format" and index + 1 < len(words):
+            asked, index = words[index + 1], index + 2
+            continue
+        if word.startswith("--log-format="):
+            asked, index = word.split("=", 1)[1], index + 1
+            continue
+        rest.append(word)
+        index += 1
+    return ([] if asked is None else ["--log-format", asked]) + rest, asked
 
 
 if __name__ == "__main__":

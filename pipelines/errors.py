@@ -139,7 +139,17 @@ def wrong_type_reason(error: ConfigValueCannotBeCoercedException) -> str:
 
 
 def missing_config_reason(error: ConfigFieldMissingException) -> str:
+    """What is missing and the setting that gives it: a destination's credentials, or the
+    source's key and base URL."""
     fields = ", ".join(error.fields)
+    if error.spec_name.endswith("ClientConfiguration"):  # a dlt destination's configuration
+        name = error.spec_name.removesuffix("ClientConfiguration").lower()
+        example = " (postgresql://user:password@host:port/database)" if name == "postgres" else ""
+        return (
+            f"missing configuration: the {name} destination's {fields}; set "
+            f"DESTINATION__{name.upper()}__CREDENTIALS{example} or "
+            f"[destination.{name}.credentials] in .dlt/secrets.toml"
+        )
     return (
         f"missing configuration: {fields}; set SOURCES__SIGNING__API_KEY and "
         "SOURCES__SIGNING__BASE_URL (or .dlt/secrets.toml, .dlt/config.toml)"

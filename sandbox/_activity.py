@@ -13,7 +13,7 @@ import random
 
 from ._errors import SandboxError
 from ._generate import new_shipment
-from ._model import unpack_step
+from ._steps import unpack_step
 from ._store import RECORD_KINDS, Store
 from ._timeline import DAY_MS, next_step_ms
 

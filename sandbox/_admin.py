@@ -7,49 +7,25 @@ They need no key: they belong to whoever runs the sandbox, not to the API.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from . import _activity
+from ._config import RUNTIME_SETTINGS, check_runtime_settings
 from ._errors import SandboxError
 from ._gateway import Gateway
-from ._http import json_body, json_response
+from ._http import check_string_list, check_types, json_body, json_response
+from ._keys import ALL_SCOPES
 from ._model import JSON, iso
 from ._routes import parse_since
 from ._store import RECORD_KINDS, RecordKind, Store
 from ._timeline import DAY_MS
 from ._webhooks import WebhookDispatcher, delivery_counts
-
-# What PATCH /_sandbox/config may change at run time.
-SETTINGS = (
-    "burst",
-    "daily_requests",
-    "daily_shipments",
-    "delete_rate",
-    "fault_429_rate",
-    "fault_5xx_rate",
-    "fault_retry_after",
-    "fault_retry_after_s",
-    "fault_truncate_rate",
-    "limits_enabled",
-    "order",
-    "requests_per_minute",
-    "requests_per_second",
-    "restore_rate",
-    "webhook_delay_s",
-    "webhook_drop_rate",
-    "webhook_duplicate_rate",
-    "webhook_reorder_s",
-    "webhook_retry_base_s",
-    "webhook_stale_rate",
-    "webhook_tamper_rate",
-    "webhook_timeout_s",
-)
 
 
 class Admin:
@@ -170,27 +146,14 @@ class Admin:
     async def configure(self, request: Request) -> Response:
         targets = self._targets(request)
         body = await json_body(request)
-        unknown = set(body) - set(SETTINGS)
-        if unknown:
-            raise SandboxError(422, "invalid_request", f"unknown settings: {sorted(unknown)}")
-        if body.get("order", "asc") not in ("asc", "desc"):
-            raise SandboxError(422, "invalid_request", "order must be asc or desc")
-        if body.get("fault_retry_after", "seconds") not in (
-            "seconds",
-            "http-date",
-            "zero",
-            "mixed",
-        ):
-            raise SandboxError(422, "invalid_request", "fault_retry_after is not a known form")
-        for name, value in body.items():
-            _check_setting(name, value)
+        check_runtime_settings(body)
         each: list[JSON] = []
         for store in targets:
             with store.lock:
                 for name, value in body.items():
                     setattr(store.config, name, value)
                 self.gateway.reset_limits(store)
-            settings = {name: getattr(store.config, name) for name in SETTINGS}
+            settings = {name: getattr(store.config, name) for name in RUNTIME_SETTINGS}
             each.append({"workspace_id": store.workspace.id, **settings})
         first = {k: v for k, v in each[0].items() if k != "workspace_id"}
         return self._answer(first, each)
@@ -199,7 +162,13 @@ class Admin:
         """A key in each workspace acted on; the top level shows the first."""
         targets = self._targets(request)
         body = await json_body(request)
+        check_types(body, {"name": (str,), "expires_at": (str, type(None))})
+        check_string_list(body, "scopes")
+        if body.get("ip_allowlist") is not None:
+            check_string_list(body, "ip_allowlist")
         scopes = body.get("scopes", ["read"])
+        if not set(scopes) <= ALL_SCOPES:
+            raise SandboxError(422, "invalid_request", f"scopes are among {sorted(ALL_SCOPES)}")
         expires = parse_since(body.get("expires_at")) if body.get("expires_at") else None
         each: list[JSON] = []
         for store in targets:
@@ -229,11 +198,12 @@ class Admin:
         `touches_per_second` single-record updates scattered over all records."""
         targets = self._targets(request)
         body = await json_body(request)
+        check_types(body, {"running": (bool,)})
+        speed = _amount(body, "speed", 600)
+        touches = _amount(body, "touches_per_second", 20)
         for store in targets:
             self._stop(store)
             if body.get("running", True):
-                speed = float(body.get("speed", 600))
-                touches = float(body.get("touches_per_second", 20))
                 self.activity[store.workspace.id] = asyncio.get_running_loop().create_task(
                     _activity.run_in_background(store, speed, touches)
                 )
@@ -327,24 +297,6 @@ class Admin:
             self._stop(store)
 
 
-def _check_setting(name: str, value: Any) -> None:
-    """Refuse a setting value that would break the sandbox instead of changing it."""
-    if name in ("order", "fault_retry_after"):
-        return
-    if name == "limits_enabled":
-        if not isinstance(value, bool):
-            raise SandboxError(422, "invalid_request", "limits_enabled must be true or false")
-        return
-    if value is None and name in ("requests_per_minute", "daily_requests"):
-        return
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise SandboxError(422, "invalid_request", f"{name} must be a number of at least 0")
-    if name.endswith("_rate") and value > 1:
-        raise SandboxError(422, "invalid_request", f"{name} is a rate between 0 and 1")
-    if name in ("burst", "requests_per_second", "requests_per_minute") and value == 0:
-        raise SandboxError(422, "invalid_request", f"{name} must be above 0")
-
-
 def _kind(body: JSON) -> RecordKind:
     kind = body.get("kind")
     for known in RECORD_KINDS:
@@ -371,6 +323,14 @@ def _how_many(body: JSON, live: int) -> int:
     if not isinstance(share, int | float) or isinstance(share, bool) or not 0 <= share <= 1:
         raise SandboxError(422, "invalid_request", "share is a number between 0 and 1")
     return round(share * live)
+
+
+def _amount(body: JSON, name: str, default: float) -> float:
+    """A finite number of at least 0, or `default` when not given."""
+    value = body.get(name, default)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+        raise SandboxError(422, "invalid_request", f"{name} must be a number of at least 0")
+    return float(value)
 
 
 def _iso_now(store: Store) -> str:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal, get_args
 
+from ._errors import SandboxError
 from ._timeline import Behaviour
 
 Order = Literal["asc", "desc"]
+# How an injected 429 says when to come back: `Retry-After` in seconds, as an HTTP date, 0, or
+# any of these by chance.
+RetryAfterForm = Literal["seconds", "http-date", "zero", "mixed"]
 PLAN_REQUESTS_PER_MINUTE = {"free": 30, "starter": 60, "pro": 300, "business": 1000}
 
 
@@ -44,7 +49,7 @@ class SandboxConfig:
     fault_429_rate: float = 0.0
     fault_5xx_rate: float = 0.0
     fault_truncate_rate: float = 0.0
-    fault_retry_after: Literal["seconds", "http-date", "zero", "mixed"] = "seconds"
+    fault_retry_after: RetryAfterForm = "seconds"
     fault_retry_after_s: int = 1  # the wait an injected 429 asks for (not "zero")
     # The scope GET /webhooks needs: the reference gives webhooks to `write`; the sandbox lets
     # `read` list them unless told to be as strict as a service may be.
@@ -86,3 +91,63 @@ class SandboxConfig:
         return [
             replace(self, seed=self.seed + n, id_seed=self.effective_id_seed) for n in range(count)
         ]
+
+
+# What PATCH /_sandbox/config may change at run time.
+RUNTIME_SETTINGS = (
+    "burst",
+    "daily_requests",
+    "daily_shipments",
+    "delete_rate",
+    "fault_429_rate",
+    "fault_5xx_rate",
+    "fault_retry_after",
+    "fault_retry_after_s",
+    "fault_truncate_rate",
+    "limits_enabled",
+    "order",
+    "requests_per_minute",
+    "requests_per_second",
+    "restore_rate",
+    "webhook_delay_s",
+    "webhook_drop_rate",
+    "webhook_duplicate_rate",
+    "webhook_reorder_s",
+    "webhook_retry_base_s",
+    "webhook_stale_rate",
+    "webhook_tamper_rate",
+    "webhook_timeout_s",
+)
+
+
+def check_runtime_settings(changes: Mapping[str, Any]) -> None:
+    """Refuse (422) changes to what is no run-time setting, or values that would break the
+    sandbox instead of changing it; nothing is changed here."""
+    unknown = set(changes) - set(RUNTIME_SETTINGS)
+    if unknown:
+        raise SandboxError(422, "invalid_request", f"unknown settings: {sorted(unknown)}")
+    for name, value in changes.items():
+        _check_setting(name, value)
+
+
+def _check_setting(name: str, value: Any) -> None:
+    if name == "order":
+        if value not in get_args(Order):
+            raise SandboxError(422, "invalid_request", "order must be asc or desc")
+        return
+    if name == "fault_retry_after":
+        if value not in get_args(RetryAfterForm):
+            raise SandboxError(422, "invalid_request", "fault_retry_after is not a known form")
+        return
+    if name == "limits_enabled":
+        if not isinstance(value, bool):
+            raise SandboxError(422, "invalid_request", "limits_enabled must be true or false")
+        return
+    if value is None and name in ("requests_per_minute", "daily_requests"):
+        return
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise SandboxError(422, "invalid_request", f"{name} must be a number of at least 0")
+    if name.endswith("_rate") and value > 1:
+        raise SandboxError(422, "invalid_request", f"{name} is a rate between 0 and 1")
+    if name in ("burst", "requests_per_second", "requests_per_minute") and value == 0:
+        raise SandboxError(422, "invalid_request", f"{name} must be above 0")

@@ -315,29 +315,11 @@ def new_shipment(
     """A shipment with its planned future; `people` are drawn from `contacts` and strangers
     when not given. The keyword arguments are what a POST /shipments may set."""
     if people is None:
-        people = []
-        for _ in range(max(1, document.signer_count + rng.choice((0, 0, 0, 1)))):
-            if rng.random() < 0.7 and contacts:  # the draw first: the same stream either way
-                c = rng.choice(contacts)
-                people.append((c.name, c.email, c.phone, c.company, c.id))
-            else:
-                people.append((*random_person(rng), None))
+        people = _draw_people(rng, document, contacts)
     days = expires_in_days or rng.choice((7, 14, 14, 30))
     expires = created + days * DAY_MS
     shipment_id = f"shp_{ids.shipments.getrandbits(64):016x}"
-    recipients = [
-        Recipient(
-            *_recipient_ids(shipment_id, position),
-            position=position,
-            name=name,
-            email=email,
-            phone=phone,
-            company=company,
-            contact_id=contact_id,
-            expires_at=expires,
-        )
-        for position, (name, email, phone, company, contact_id) in enumerate(people)
-    ]
+    recipients = _recipients(shipment_id, people, expires)
     sign_mode = "sequential" if len(recipients) > 1 and rng.random() < 0.7 else "parallel"
     owner_name, owner_email = rng.choice(OWNERS)
     return Shipment(
@@ -363,3 +345,31 @@ def new_shipment(
         field_values=dict(field_values or {}),
         updated_at=created,
     )
+
+
+def _draw_people(rng: random.Random, document: Document, contacts: list[Contact]) -> list[Person]:
+    """As many recipients as the document has signers (sometimes one more), 70% contacts."""
+    people: list[Person] = []
+    for _ in range(max(1, document.signer_count + rng.choice((0, 0, 0, 1)))):
+        if rng.random() < 0.7 and contacts:  # the draw first: the same stream either way
+            c = rng.choice(contacts)
+            people.append((c.name, c.email, c.phone, c.company, c.id))
+        else:
+            people.append((*random_person(rng), None))
+    return people
+
+
+def _recipients(shipment_id: str, people: list[Person], expires: int) -> list[Recipient]:
+    return [
+        Recipient(
+            *_recipient_ids(shipment_id, position),
+            position=position,
+            name=name,
+            email=email,
+            phone=phone,
+            company=company,
+            contact_id=contact_id,
+            expires_at=expires,
+        )
+        for position, (name, email, phone, company, contact_id) in enumerate(people)
+    ]

@@ -1,4 +1,4 @@
-"""JSON answers, JSON bodies and the error envelope, shared by the API, the gateway and admin."""
+"""JSON answers and bodies, their checks and the error envelope, shared by API, gateway, admin."""
 
 from __future__ import annotations
 
@@ -32,6 +32,38 @@ async def json_body(request: Request) -> JSON:
     if not isinstance(body, dict):
         raise SandboxError(422, "invalid_request", "body must be a JSON object")
     return body
+
+
+def check_types(body: JSON, rules: dict[str, tuple[type | tuple[type, ...], ...]]) -> None:
+    """Reject a body whose known fields have the wrong JSON type; unknown fields are ignored."""
+    for name, allowed in rules.items():
+        if name not in body:
+            continue
+        value = body[name]
+        if any(
+            isinstance(value, t) and not (t is int and isinstance(value, bool)) for t in allowed
+        ):
+            continue
+        raise SandboxError(422, "invalid_request", f"{name} has the wrong type")
+
+
+def check_string_list(body: JSON, name: str) -> None:
+    """Reject a body whose field `name`, when given, is not an array of strings."""
+    if name in body and not (
+        isinstance(body[name], list) and all(isinstance(v, str) for v in body[name])
+    ):
+        raise SandboxError(422, "invalid_request", f"{name} must be an array of strings")
+
+
+def check_string_map(body: JSON, name: str) -> None:
+    """Reject a body whose field `name`, when given and not null, is not a string map."""
+    value = body.get(name)
+    if (
+        name in body
+        and value is not None
+        and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values()))
+    ):
+        raise SandboxError(422, "invalid_request", f"{name} must map strings to strings")
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

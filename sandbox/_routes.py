@@ -18,8 +18,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from . import _writes
 from ._errors import DailyAllowanceExhausted, SandboxError
-from ._http import error_handlers, error_response, json_body, json_response
+from ._http import (
+    check_string_list,
+    check_string_map,
+    check_types,
+    error_handlers,
+    error_response,
+    json_body,
+    json_response,
+)
 from ._keys import ApiKey
 from ._model import JSON, WEBHOOK_EVENTS
 from ._store import Store
@@ -91,36 +100,6 @@ def _list_params(request: Request) -> tuple[int | None, int, int]:
     )
 
 
-def _check_types(body: JSON, rules: dict[str, tuple[type | tuple[type, ...], ...]]) -> None:
-    """Reject a body whose known fields have the wrong JSON type; unknown fields are ignored."""
-    for name, allowed in rules.items():
-        if name not in body:
-            continue
-        value = body[name]
-        if any(
-            isinstance(value, t) and not (t is int and isinstance(value, bool)) for t in allowed
-        ):
-            continue
-        raise SandboxError(422, "invalid_request", f"{name} has the wrong type")
-
-
-def _string_list(body: JSON, name: str) -> None:
-    if name in body and not (
-        isinstance(body[name], list) and all(isinstance(v, str) for v in body[name])
-    ):
-        raise SandboxError(422, "invalid_request", f"{name} must be an array of strings")
-
-
-def _string_map(body: JSON, name: str) -> None:
-    value = body.get(name)
-    if (
-        name in body
-        and value is not None
-        and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values()))
-    ):
-        raise SandboxError(422, "invalid_request", f"{name} must map strings to strings")
-
-
 def _store(request: Request, scope_name: str) -> Store:
     """The workspace the request's key belongs to, once the key is known to have the scope."""
     key: ApiKey = request.state.api_key
@@ -190,7 +169,7 @@ async def create_shipment(request: Request) -> Response:
     body = await json_body(request)
     if not isinstance(body.get("document_id"), str):
         raise SandboxError(422, "invalid_request", "document_id (string) is required")
-    _check_types(
+    check_types(
         body,
         {
             "channel": (str,),
@@ -203,18 +182,18 @@ async def create_shipment(request: Request) -> Response:
             "placeholders": (dict,),
         },
     )
-    _string_list(body, "contact_ids")
-    _string_list(body, "group_ids")
-    _string_map(body, "placeholders")
+    check_string_list(body, "contact_ids")
+    check_string_list(body, "group_ids")
+    check_string_map(body, "placeholders")
     for recipient in body.get("recipients") or []:
         if not isinstance(recipient, dict):
             raise SandboxError(422, "invalid_request", "recipients must be objects")
-        _check_types(recipient, dict.fromkeys(("name", "email", "company"), (str,)))
+        check_types(recipient, dict.fromkeys(("name", "email", "company"), (str,)))
     days = body.get("expires_in_days")
     if days is not None and not 1 <= days <= 365:
         raise SandboxError(422, "invalid_request", "expires_in_days must be 1 to 365")
     with store.lock:
-        status, reply = store.create_shipment(body, request.headers.get("idempotency-key"))
+        status, reply = _writes.create_shipment(store, body, request.headers.get("idempotency-key"))
     return json_response(reply, status)
 
 
@@ -256,16 +235,16 @@ async def list_contacts(request: Request) -> Response:
 async def upsert_contact(request: Request) -> Response:
     store = _store(request, "write")
     body = await json_body(request)
-    _check_types(body, dict.fromkeys(("email", "id", "name"), (str,)))
-    _check_types(
+    check_types(body, dict.fromkeys(("email", "id", "name"), (str,)))
+    check_types(
         body, {name: (str, type(None)) for name in ("phone", "company", "position", "notes")}
     )
-    _string_map(body, "custom")
-    _string_list(body, "group_ids")
+    check_string_map(body, "custom")
+    check_string_list(body, "group_ids")
     if isinstance(body.get("email"), str) and "@" not in body["email"]:
         raise SandboxError(422, "invalid_request", "email is not an e-mail address")
     with store.lock:
-        status, contact = store.upsert_contact(body)
+        status, contact = _writes.upsert_contact(store, body)
         return json_response({"data": contact.to_json()}, status)
 
 
@@ -298,7 +277,7 @@ async def create_webhook(request: Request) -> Response:
             422, "invalid_request", "target_url must be an HTTPS URL (http only for localhost)"
         )
     with store.lock:
-        hook = store.create_webhook(event, target)
+        hook = _writes.create_webhook(store, event, target)
         return json_response({"data": hook.to_json(with_secret=True)}, 201)
 
 
@@ -315,7 +294,7 @@ async def delete_webhook(request: Request) -> Response:
     store = _store(request, "write")
     hook_id = request.path_params["id"]
     with store.lock:
-        store.delete_webhook(hook_id)
+        _writes.delete_webhook(store, hook_id)
     return json_response({"data": {"id": hook_id, "deleted": True}})
 
 

@@ -1,7 +1,8 @@
-"""One workspace's records, the list queries over them, and the changes the API makes.
+"""One workspace's records, the list queries over them, and the application's deletes and restores.
 
 All access goes through `Store.lock`, because the server's event loop, the background activity
-and in-process tests touch the same records.
+and in-process tests touch the same records. The rules of the API's writes are in `_writes`,
+the simulated activity in `_activity`.
 
 Records the application deletes leave every index, list and alias and wait in `Store.deleted`,
 exactly as they were, until a restore puts them back (see `Store.delete` and `Store.restore`).
@@ -9,10 +10,8 @@ exactly as they were, until a restore puts them back (see `Store.delete` and `St
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import random
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -20,23 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from ._config import SandboxConfig
-from ._errors import DailyAllowanceExhausted, SandboxError
-from ._generate import Ids, Person, generate, new_shipment
+from ._errors import SandboxError
+from ._generate import Ids, generate
 from ._index import Index, Page, filtered_page
 from ._keys import ALL_SCOPES, Keyring, derived_secret
-from ._model import (
-    JSON,
-    WEBHOOK_EVENT,
-    Contact,
-    Document,
-    IdempotentReply,
-    Recipient,
-    Shipment,
-    Webhook,
-)
-from ._timeline import DAY_MS, SandboxClock, apply_until, next_step_ms
-
-MAX_RECIPIENTS = 200
+from ._model import Contact, Document, IdempotentReply, Recipient, Shipment, Webhook
+from ._steps import WEBHOOK_EVENT
+from ._timeline import SandboxClock, apply_until, next_step_ms
 
 # The kinds of record the application can delete and restore (webhooks go through the API).
 RecordKind = Literal["contacts", "documents", "shipments"]
@@ -130,6 +119,24 @@ class Store:
         if self._aliases is not None:
             self._add_aliases(self._aliases, shipment)
         self._shipment_ids = None
+
+    def add_contact(self, contact: Contact) -> None:
+        """A contact is in its index, the list for random choice and the e-mail lookup."""
+        self.contacts.add(contact)
+        self.contact_list.append(contact)
+        self.contacts_by_email[contact.email.lower()] = contact
+
+    def change_email(self, contact: Contact, email: str) -> None:
+        """Give a live contact another e-mail address, and the e-mail lookup with it; one that
+        another live contact has is refused (422), as e-mails name one contact."""
+        holder = self.contacts_by_email.get(email.lower())
+        if holder is not None and holder is not contact:
+            raise SandboxError(
+                422, "invalid_request", f"contact {holder.id!r} has the e-mail already"
+            )
+        self.contacts_by_email.pop(contact.email.lower(), None)
+        contact.email = email
+        self.contacts_by_email[email.lower()] = contact
 
     def move_shipment(self, shipment: Shipment, updated_at: int) -> None:
         """Shipments sit in two indexes (all, and not archived); re-key both, then the record."""
@@ -242,9 +249,7 @@ class Store:
         if kind == "shipments":
             self.add_shipment(record)
         elif kind == "contacts":
-            self.contacts.add(record)
-            self.contact_list.append(record)
-            self.contacts_by_email[record.email.lower()] = record
+            self.add_contact(record)
         else:
             self.documents.add(record)
             self.document_list.append(record)
@@ -341,171 +346,3 @@ class Store:
         aliases[shipment.uuid] = shipment
         for recipient in shipment.recipients:
             aliases[recipient.link_id] = shipment
-
-    # ----------------------------------------------------------------- writes
-    def create_shipment(self, body: JSON, idempotency_key: str | None) -> tuple[int, JSON]:
-        """Validate, resolve recipients, spend the daily allowance and plan the shipment."""
-        digest = hashlib.sha256(repr(sorted(body.items())).encode()).hexdigest()
-        if idempotency_key:
-            stored = self.idempotency.get(idempotency_key)
-            if stored is not None:
-                if stored.body_digest != digest:
-                    raise SandboxError(
-                        422, "invalid_request", "Idempotency-Key was used with a different body"
-                    )
-                return stored.status_code, stored.body
-        document = self.documents.by_id.get(str(body.get("document_id")))
-        if document is None:
-            raise SandboxError(404, "not_found", "document not found")
-        _check_field_values(document, body.get("field_values") or {})
-        people = self._resolve_recipients(body)
-        if not people:
-            raise SandboxError(422, "invalid_request", "at least one recipient is required")
-        now = self.clock.now_ms()
-        day = now // DAY_MS
-        if self.daily_shipments_used.get(day, 0) >= self.config.daily_shipments:
-            raise DailyAllowanceExhausted((day + 1) * DAY_MS - now)
-        self.daily_shipments_used[day] = self.daily_shipments_used.get(day, 0) + 1
-        rng = random.Random(f"{self.config.seed}:{now}:{digest}:{len(self.shipments)}")
-        shipment = new_shipment(
-            rng,
-            Ids.from_rng(rng),
-            now,
-            document,
-            people,
-            self.contact_list,
-            self.config.behaviour,
-            channel=body.get("channel"),
-            signature_level=body.get("signature_level"),
-            expires_in_days=body.get("expires_in_days"),
-            password=body.get("password"),
-            placeholders={str(k): str(v) for k, v in (body.get("placeholders") or {}).items()},
-            field_values=body.get("field_values") or {},
-        )
-        self.add_shipment(shipment)
-        # What the dispatch queue gets out at once: every step within the first few seconds.
-        self.apply_due(shipment, now + 30_000)
-        sent = sum(1 for r in shipment.recipients if r.sent_at is not None)
-        failed = sum(1 for r in shipment.recipients if r.delivery_status == "failed")
-        dispatch = {
-            "sent": sent - failed,
-            "failed": failed,
-            "remaining": len(shipment.recipients) - sent,
-        }
-        reply = {"data": shipment.to_json(), "dispatch": dispatch}
-        if idempotency_key:
-            self.idempotency[idempotency_key] = IdempotentReply(digest, 201, reply)
-        return 201, reply
-
-    def _resolve_recipients(self, body: JSON) -> list[Person]:
-        people: dict[str, Person] = {}
-        for item in body.get("recipients") or []:
-            email = str(item.get("email") or "").strip()
-            if "@" not in email:
-                raise SandboxError(422, "invalid_request", "each recipient needs an e-mail")
-            people.setdefault(
-                email.lower(),
-                (str(item.get("name") or email), email, None, item.get("company"), None),
-            )
-        contacts = [self._contact_or_422(cid) for cid in body.get("contact_ids") or []]
-        for group in body.get("group_ids") or []:
-            contacts.extend(c for c in self.contact_list if group in c.group_ids)
-        for c in contacts:
-            people.setdefault(c.email.lower(), (c.name, c.email, c.phone, c.company, c.id))
-        if len(people) > MAX_RECIPIENTS:
-            raise SandboxError(
-                422, "invalid_request", f"at most {MAX_RECIPIENTS} recipients per shipment"
-            )
-        return list(people.values())
-
-    def _contact_or_422(self, contact_id: str) -> Contact:
-        contact = self.contacts.by_id.get(contact_id)
-        if contact is None:
-            raise SandboxError(422, "invalid_request", f"unknown contact id {contact_id!r}")
-        return contact
-
-    def upsert_contact(self, body: JSON) -> tuple[int, Contact]:
-        """Update by e-mail or id when the contact exists (200), else create it (201)."""
-        email, contact_id = body.get("email"), body.get("id")
-        if not email and not contact_id:
-            raise SandboxError(422, "invalid_request", "email or id is required")
-        now = self.clock.now_ms()
-        existing = (self.contacts.by_id.get(contact_id) if contact_id else None) or (
-            self.contacts_by_email.get(email.lower()) if email else None
-        )
-        if existing is None:
-            if not email:
-                raise SandboxError(422, "invalid_request", "a new contact needs an email")
-            contact = Contact(
-                id=contact_id or f"ct_{secrets.token_hex(6)}",
-                name=body.get("name") or email,
-                email=email,
-                phone=body.get("phone"),
-                company=body.get("company"),
-                position=body.get("position"),
-                notes=body.get("notes"),
-                custom=dict(body.get("custom") or {}),
-                group_ids=sorted(set(body.get("group_ids") or [])),
-                created_at=now,
-                updated_at=now,
-            )
-            # A deleted contact whose id is given again is gone for good: no restore then.
-            self.deleted.contacts.pop(contact.id, None)
-            self.deleted.at_ms.pop(("contacts", contact.id), None)
-            self.contacts.add(contact)
-            self.contact_list.append(contact)
-            self.contacts_by_email[email.lower()] = contact
-            self.emit(StepEvent("contact.created", now, contact=contact))
-            return 201, contact
-        if email and email.lower() != existing.email.lower():
-            self.contacts_by_email.pop(existing.email.lower(), None)
-            existing.email = email
-            self.contacts_by_email[email.lower()] = existing
-        for name in ("name", "phone", "company", "position", "notes"):
-            if name in body:
-                setattr(existing, name, body[name])
-        existing.custom.update(body.get("custom") or {})
-        if "group_ids" in body:
-            existing.group_ids = sorted(set(body["group_ids"] or []))
-        self.contacts.touch(existing, max(now, existing.updated_at))
-        return 200, existing
-
-    def create_webhook(self, event: str, target_url: str) -> Webhook:
-        hook = Webhook(
-            id=f"wh_{self.ids.webhooks.getrandbits(64):016x}",  # collide across workspaces
-            event=event,
-            target_url=target_url,
-            secret=f"whsec_{secrets.token_hex(24)}",
-            created_at=self.clock.now_ms(),
-        )
-        self.webhooks[hook.id] = hook
-        return hook
-
-    def delete_webhook(self, hook_id: str) -> None:
-        if self.webhooks.pop(hook_id, None) is None:
-            raise SandboxError(404, "not_found", f"webhook {hook_id!r} not found")
-
-
-def _check_field_values(document: Document, values: JSON) -> None:
-    """Pre-filled values must have the shape the filled-in content shows for their field type:
-    a string for text, `{variantId, extras}` for payment. Ids of no field are ignored."""
-    for fld in document.fields:
-        if fld.id not in values:
-            continue
-        value = values[fld.id]
-        if fld.type == "payment":
-            extras = value.get("extras") if isinstance(value, dict) else None
-            valid = (
-                isinstance(value, dict)
-                and isinstance(value.get("variantId"), str)
-                and isinstance(extras, dict)
-                and all(isinstance(v, str) for v in extras.values())
-            )
-            expected = "an object with variantId (string) and extras (strings)"
-        else:
-            valid = isinstance(value, str)
-            expected = "a string"
-        if not valid:
-            raise SandboxError(
-                422, "invalid_request", f"field_values[{fld.id!r}] must be {expected}"
-            )

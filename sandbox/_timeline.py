@@ -14,7 +14,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ._model import Kind, Recipient, Shipment, pack_step, unpack_step
+from ._model import Recipient, Shipment
+from ._steps import Kind, pack_step, unpack_step
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -75,44 +76,71 @@ def plan_timeline(
     send_at = created_ms + rng.randrange(1_000, 30_000)
     all_signed_at: int | None = 0
     for recipient in recipients:
-        index = recipient.position
         if send_at >= cutoff:
             all_signed_at = None
             break
-        steps.append(pack_step(send_at, Kind.SENT, index))
-        if recipient.email.endswith(".invalid") or rng.random() < behaviour.p_delivery_failure:
-            steps.append(
-                pack_step(send_at + rng.randrange(2_000, 60_000), Kind.DELIVERY_FAILED, index)
-            )
+        signed_at = _plan_recipient(rng, steps, recipient, send_at, cutoff, behaviour)
+        if signed_at is None:
+            # A sequential flow stops at the first recipient who does not sign.
             all_signed_at = None
             if sign_mode == "sequential":
                 break
             continue
-        delivered = send_at + rng.randrange(1_000, 120_000)
-        steps.append(pack_step(delivered, Kind.DELIVERED, index))
-        signed_at: int | None = None
-        if rng.random() < behaviour.p_open:
-            opened = delivered + _lognormal_ms(rng, behaviour.median_open_hours)
-            if opened < cutoff:
-                steps.append(pack_step(opened, Kind.OPENED, index))
-                view_at = opened
-                for _ in range(rng.randint(0, behaviour.max_extra_views)):
-                    view_at += _lognormal_ms(rng, 6.0)
-                    if view_at < cutoff:
-                        steps.append(pack_step(view_at, Kind.VIEWED, index))
-                if rng.random() < behaviour.p_sign_after_open:
-                    candidate = opened + _lognormal_ms(rng, behaviour.median_sign_hours)
-                    if candidate < cutoff:
-                        signed_at = candidate
-                        steps.append(pack_step(signed_at, Kind.SIGNED, index))
-        if signed_at is None:
-            all_signed_at = None
-            if sign_mode == "sequential":
-                break
-        elif all_signed_at is not None:
+        if all_signed_at is not None:
             all_signed_at = max(all_signed_at, signed_at)
-        if sign_mode == "sequential" and signed_at is not None:
+        if sign_mode == "sequential":
             send_at = signed_at + rng.randrange(1_000, 10_000)
+    _plan_end(rng, steps, all_signed_at, revoke_at, expires_ms, behaviour)
+    steps.sort()
+    return steps
+
+
+def _plan_recipient(
+    rng: random.Random,
+    steps: list[int],
+    recipient: Recipient,
+    send_at: int,
+    cutoff: int,
+    behaviour: Behaviour,
+) -> int | None:
+    """One recipient's steps from sending on, added to `steps`; when they sign (None: never,
+    or the delivery failed)."""
+    index = recipient.position
+    steps.append(pack_step(send_at, Kind.SENT, index))
+    if recipient.email.endswith(".invalid") or rng.random() < behaviour.p_delivery_failure:
+        steps.append(pack_step(send_at + rng.randrange(2_000, 60_000), Kind.DELIVERY_FAILED, index))
+        return None
+    delivered = send_at + rng.randrange(1_000, 120_000)
+    steps.append(pack_step(delivered, Kind.DELIVERED, index))
+    if rng.random() >= behaviour.p_open:
+        return None
+    opened = delivered + _lognormal_ms(rng, behaviour.median_open_hours)
+    if opened >= cutoff:
+        return None
+    steps.append(pack_step(opened, Kind.OPENED, index))
+    view_at = opened
+    for _ in range(rng.randint(0, behaviour.max_extra_views)):
+        view_at += _lognormal_ms(rng, 6.0)
+        if view_at < cutoff:
+            steps.append(pack_step(view_at, Kind.VIEWED, index))
+    if rng.random() >= behaviour.p_sign_after_open:
+        return None
+    signed_at = opened + _lognormal_ms(rng, behaviour.median_sign_hours)
+    if signed_at >= cutoff:
+        return None
+    steps.append(pack_step(signed_at, Kind.SIGNED, index))
+    return signed_at
+
+
+def _plan_end(
+    rng: random.Random,
+    steps: list[int],
+    all_signed_at: int | None,
+    revoke_at: int | None,
+    expires_ms: int,
+    behaviour: Behaviour,
+) -> None:
+    """How the shipment ends (completed, revoked or expired), and maybe its archiving."""
     if all_signed_at:
         end = all_signed_at + 1
         steps.append(pack_step(end, Kind.COMPLETED, 0))
@@ -124,8 +152,6 @@ def plan_timeline(
         steps.append(pack_step(expires_ms, Kind.EXPIRED, 0))
     if rng.random() < behaviour.p_archive:
         steps.append(pack_step(end + rng.randrange(7 * DAY_MS, 60 * DAY_MS), Kind.ARCHIVED, 0))
-    steps.sort()
-    return steps
 
 
 def next_step_ms(shipment: Shipment) -> int | None:

@@ -15,6 +15,7 @@ did is kept per delivery (`WebhookDispatcher.deliveries`) for tests to compare.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import random
@@ -29,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from ._model import JSON, iso
+from ._model import JSON, Webhook, iso
 from ._store import StepEvent, Store
 
 MAX_RETRIES = 5
@@ -160,8 +161,10 @@ class WebhookDispatcher:
     """Turns the events of every workspace into deliveries on the server's event loop."""
 
     def __init__(self, stores: Sequence[Store], *, concurrency: int = 16) -> None:
+        # Set while the server runs: a sandbox can be stopped and started again, on a new loop.
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: httpx.AsyncClient | None = None
+        self._concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.attempts: Counter[str] = Counter()  # POSTs made by workspace id, retries included
@@ -176,14 +179,19 @@ class WebhookDispatcher:
             self._rngs[store.workspace.id] = random.Random(f"{store.workspace.id}:webhooks")
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        # A semaphore belongs to the loop it first waited on: each start makes its own.
+        self._slots = asyncio.Semaphore(self._concurrency)
         self._client = httpx.AsyncClient()  # each POST sets the time-out its workspace has now
+        self._loop = asyncio.get_running_loop()
 
     async def stop(self) -> None:
+        """The sender is down until started again: events meanwhile are not delivered."""
+        self._loop = None
         for task in list(self._tasks):
             task.cancel()
         if self._client is not None:
             await self._client.aclose()
+            self._client = None
 
     def deliveries(self, store: Store) -> list[Delivery]:
         """The workspace's deliveries, oldest first (the last KEPT_DELIVERIES)."""
@@ -192,7 +200,8 @@ class WebhookDispatcher:
 
     def on_event(self, store: Store, event: StepEvent) -> None:
         """Called under the store lock from whatever thread changed the data."""
-        if self._loop is None:
+        loop = self._loop
+        if loop is None:
             return
         hooks = [h for h in store.webhooks.values() if h.is_active and h.event == event.event]
         if not hooks:
@@ -212,7 +221,8 @@ class WebhookDispatcher:
             with self._records_lock:
                 self._deliveries[store.workspace.id].append(delivery)
             if not delivery.dropped:
-                self._loop.call_soon_threadsafe(self._spawn, store, delivery, body)
+                with contextlib.suppress(RuntimeError):  # the loop closed since: the server stopped
+                    loop.call_soon_threadsafe(self._spawn, store, delivery, body)
 
     def _plan(self, store: Store, hook_id: str, target_url: str, event: StepEvent) -> Delivery:
         """The delivery's id and faults: the same number of draws whatever the rates, so that
@@ -245,7 +255,7 @@ class WebhookDispatcher:
         task.add_done_callback(self._tasks.discard)
 
     async def _deliver(self, store: Store, delivery: Delivery, body: bytes) -> None:
-        assert self._client is not None
+        """Every attempt of one delivery, until an answer is final or the retries are used up."""
         if delivery.held_s > 0:
             await asyncio.sleep(delivery.held_s)
         delay = store.config.webhook_retry_base_s
@@ -256,63 +266,80 @@ class WebhookDispatcher:
                 delivery.state = "unsubscribed" if hook is None else "deactivated"
                 return
             delivery.state = "sending"
-            sent_at = time.time()
-            # Real time, as the service stamps it: receivers judge freshness by their clock.
-            timestamp = str(int(sent_at) - (STALE_AGE_S if delivery.stale else 0))
-            headers = {
-                "Content-Type": "application/json",
-                "X-Service-Event": delivery.event,
-                "X-Service-Delivery": delivery.delivery_id,
-                "X-Service-Timestamp": timestamp,
-            }
-            if hook.secret:
-                secret = FORGED_SECRET if delivery.tampered == "signature" else hook.secret
-                headers["X-Service-Signature"] = signature(secret, timestamp, body)
-            async with self._slots:
-                try:
-                    response = await self._client.post(
-                        hook.target_url,
-                        content=sent_body,
-                        headers=headers,
-                        timeout=store.config.webhook_timeout_s,  # may change at run time
-                    )
-                    status: int | None = response.status_code
-                    outcome = str(status)
-                except httpx.TimeoutException:
-                    status, outcome = None, "timeout"
-                except httpx.TransportError as error:
-                    status, outcome = None, f"network error: {type(error).__name__}"
-            attempt = Attempt(sent_at, timestamp, status, outcome)
-            delivery.attempts.append(attempt)
-            self.attempts[store.workspace.id] += 1
-            last = number == MAX_RETRIES
+            attempt = await self._post(store, hook, delivery, body, sent_body)
             with store.lock:
-                if status is not None and 200 <= status < 300:
-                    if delivery.duplicate and not delivery.duplicated and not last:
-                        # The answer is "lost": the sender knows no better than to send again.
-                        attempt.answer_lost = True
-                        hook.failure_count += 1
-                        hook.last_error = "answer lost"
-                        retry = True
-                    else:
-                        hook.delivery_count += 1
-                        hook.last_delivered_at = store.clock.now_ms()
-                        delivery.state = "delivered"
-                        return
-                else:
-                    hook.failure_count += 1
-                    hook.last_error = outcome if status is None else f"HTTP {status}"
-                    if status == 410:
-                        hook.is_active = False
-                        delivery.state = "deactivated"
-                        return
-                    retry = status is None or status >= 500 or status in RETRYABLE_STATUS
-            if not retry or last:
-                delivery.state = "failed"
+                again = _settle(store, hook, delivery, attempt, last=number == MAX_RETRIES)
+            if not again:
                 return
             delivery.state = "waiting"
             await asyncio.sleep(delay)
             delay *= 2
+
+    async def _post(
+        self, store: Store, hook: Webhook, delivery: Delivery, body: bytes, sent_body: bytes
+    ) -> Attempt:
+        """One POST of the delivery, signed over `body`, carrying `sent_body`; recorded."""
+        assert self._client is not None
+        sent_at = time.time()
+        # Real time, as the service stamps it: receivers judge freshness by their clock.
+        timestamp = str(int(sent_at) - (STALE_AGE_S if delivery.stale else 0))
+        headers = {
+            "Content-Type": "application/json",
+            "X-Service-Event": delivery.event,
+            "X-Service-Delivery": delivery.delivery_id,
+            "X-Service-Timestamp": timestamp,
+        }
+        if hook.secret:
+            secret = FORGED_SECRET if delivery.tampered == "signature" else hook.secret
+            headers["X-Service-Signature"] = signature(secret, timestamp, body)
+        async with self._slots:
+            try:
+                response = await self._client.post(
+                    hook.target_url,
+                    content=sent_body,
+                    headers=headers,
+                    timeout=store.config.webhook_timeout_s,  # may change at run time
+                )
+                status: int | None = response.status_code
+                outcome = str(status)
+            except httpx.TimeoutException:
+                status, outcome = None, "timeout"
+            except httpx.TransportError as error:
+                status, outcome = None, f"network error: {type(error).__name__}"
+        attempt = Attempt(sent_at, timestamp, status, outcome)
+        delivery.attempts.append(attempt)
+        self.attempts[store.workspace.id] += 1
+        return attempt
+
+
+def _settle(
+    store: Store, hook: Webhook, delivery: Delivery, attempt: Attempt, *, last: bool
+) -> bool:
+    """Count an attempt's answer on the subscription, and whether to send again; an answer
+    that ends the delivery sets its state. Called under the store lock."""
+    status = attempt.status
+    if status is not None and 200 <= status < 300:
+        if delivery.duplicate and not delivery.duplicated and not last:
+            # The answer is "lost": the sender knows no better than to send again.
+            attempt.answer_lost = True
+            hook.failure_count += 1
+            hook.last_error = "answer lost"
+            return True
+        hook.delivery_count += 1
+        hook.last_delivered_at = store.clock.now_ms()
+        delivery.state = "delivered"
+        return False
+    hook.failure_count += 1
+    hook.last_error = attempt.outcome if status is None else f"HTTP {status}"
+    if status == 410:
+        hook.is_active = False
+        delivery.state = "deactivated"
+        return False
+    retryable = status is None or status >= 500 or status in RETRYABLE_STATUS
+    if not retryable or last:
+        delivery.state = "failed"
+        return False
+    return True
 
 
 def _tampered(body: bytes) -> bytes:

@@ -8,13 +8,10 @@
 
 {{ config(
     unique_key=['workspace_id', 'contact_id'],
-    strategy='check',
     check_cols=[
         'contact_name', 'contact_email', 'contact_phone', 'contact_company', 'job_position',
         'notes', 'updated_at', 'is_deleted',
     ],
-    updated_at='observed_at',
-    hard_deletes='invalidate',
 ) }}
 
 select
@@ -29,7 +26,7 @@ select
     created_at,
     updated_at,
     is_deleted,
-    case when deleted_at > loaded_at then deleted_at else loaded_at end as observed_at
+    {{ snapshot_observed_at() }} as observed_at
 
 from {{ ref('stg_signing__contacts') }}
 

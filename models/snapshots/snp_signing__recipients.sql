@@ -9,14 +9,11 @@
 
 {{ config(
     unique_key=['workspace_id', 'recipient_id'],
-    strategy='check',
     check_cols=[
         'recipient_position', 'recipient_name', 'recipient_email', 'recipient_phone',
         'recipient_company', 'recipient_status', 'delivery_status', 'delivery_error',
         'count_views', 'sent_at', 'expires_at', 'signed_at', 'last_viewed_at', 'is_deleted',
     ],
-    updated_at='observed_at',
-    hard_deletes='invalidate',
 ) }}
 
 select
@@ -37,10 +34,7 @@ select
     recipients.signed_at,
     recipients.last_viewed_at,
     recipients.is_deleted,
-    case
-        when recipients.deleted_at > shipments.loaded_at then recipients.deleted_at
-        else shipments.loaded_at
-    end as observed_at
+    {{ snapshot_observed_at('recipients.deleted_at', 'shipments.loaded_at') }} as observed_at
 
 from {{ ref('stg_signing__recipients') }} as recipients
 inner join {{ ref('stg_signing__shipments') }} as shipments

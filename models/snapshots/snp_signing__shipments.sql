@@ -9,15 +9,12 @@
 
 {{ config(
     unique_key=['workspace_id', 'shipment_id'],
-    strategy='check',
     check_cols=[
         'document_id', 'document_name', 'folder_id', 'shipment_status', 'activity_status',
         'channel', 'sign_mode', 'signature_level', 'owner_name', 'owner_email',
         'is_password_protected', 'is_final_pdf_ready', 'is_sealed', 'expires_at', 'archived_at',
         'revoked_at', 'is_deleted',
     ],
-    updated_at='observed_at',
-    hard_deletes='invalidate',
 ) }}
 
 select
@@ -41,7 +38,7 @@ select
     archived_at,
     revoked_at,
     is_deleted,
-    case when deleted_at > loaded_at then deleted_at else loaded_at end as observed_at
+    {{ snapshot_observed_at() }} as observed_at
 
 from {{ ref('stg_signing__shipments') }}
 

@@ -279,16 +279,50 @@ def close_dbt_connections() -> None:
     DuckDBConnectionManager.close_all_connections()  # type: ignore[no-untyped-call]
 
 
+# The source's column types a copy keeps when a column holds no value at all (a frame cannot
+# say its type then, and DuckDB would make it a column of NULL type that no function takes).
+_DUCKDB_TYPE_OF = {
+    "timestamp with time zone": "timestamptz",
+    "timestamp without time zone": "timestamp",
+    "date": "date",
+    "bigint": "bigint",
+    "integer": "bigint",
+    "smallint": "bigint",
+    "double precision": "double",
+    "real": "double",
+    "numeric": "double",
+    "boolean": "boolean",
+}
+
+
 def copy_tables(client: Any, into: Path, tables: Sequence[tuple[str, str]]) -> None:
     """A new DuckDB file `into` holding each `(schema, table)` as dlt's SQL client of another
-    destination reads it."""
-    frames = {}
+    destination reads it; a column with no value at all keeps the source's type."""
+    frames, types = {}, {}
     for schema, table in tables:
         with client.execute_query(f"select * from {schema}.{table}") as cursor:
             frames[schema, table] = cursor.df()
+        rows = client.execute_sql(
+            "select column_name, data_type from information_schema.columns "
+            "where table_schema = %s and table_name = %s",
+            schema,
+            table,
+        )
+        types[schema, table] = {str(name): str(kind) for name, kind in rows or []}
     with duckdb.connect(str(into)) as local:
         for (schema, table), frame in frames.items():
             local.execute(f'create schema if not exists "{schema}"')
             local.register("copied", frame)
-            local.execute(f'create table "{schema}"."{table}" as select * from copied')
+            columns = ", ".join(
+                _typed(name, types[schema, table], frame[name].isna().all())
+                for name in frame.columns
+            )
+            local.execute(f'create table "{schema}"."{table}" as select {columns} from copied')
             local.unregister("copied")
+
+
+def _typed(name: str, source_types: dict[str, str], empty: bool) -> str:
+    """One column of a copy: as it is, or cast to the source's type when it holds no value."""
+    quoted = '"' + name.replace('"', '""') + '"'
+    kind = _DUCKDB_TYPE_OF.get(source_types.get(name, ""))
+    return f"cast({quoted} as {kind}) as {quoted}" if empty and kind else quoted

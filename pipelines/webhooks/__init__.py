@@ -6,6 +6,7 @@ Modules, each importing only the ones above it: `secrets_file` (the signing secr
 (the SQLite inbox), `verify` (one delivery judged), `ledger` (what a poll finds the webhooks
 missed), `subscriptions` (the service's subscription endpoints), `drain` (a load of what the
 inbox names), `trigger` (when the receiver drains), `receiver` (the HTTP app and its server),
-`views` and `cli` (the `signing-etl webhooks` commands), `demo` (the demo's webhook step).
-Nothing is imported here, so `signing_pipeline` can use `ledger` without loading the rest.
+`display` and `cli` (the `signing-etl webhooks` commands), `demo` (the demo's webhook step).
+Nothing is imported here, so a load (`pipelines.load.run`) can use `ledger` without loading
+the rest.
 """

@@ -160,6 +160,6 @@ def _time(value: Any) -> str | None:
         return None
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        return stamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    except (ValueError, OverflowError):  # not a time, or one whose UTC is before year 1
         return None
-    return stamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))

@@ -1,7 +1,7 @@
-"""The README's Airflow DAG (orchestration/airflow_example.py), run as Airflow would run it: a
-stand-in for Airflow's DAG and BashOperator collects its tasks, then each task's command runs
-against the sandbox and ends in the state Airflow would give it (success, skipped on the skip
-exit code, failed; downstream tasks by their trigger rule)."""
+"""docs/orchestration.md's Airflow DAG (orchestration/airflow_example.py), run as Airflow would
+run it: a stand-in for Airflow's DAG and BashOperator collects its tasks, then each task's
+command runs against the sandbox and ends in the state Airflow would give it (success, skipped
+on the skip exit code, failed; downstream tasks by their trigger rule)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from tests.support import (
 )
 
 EXAMPLE = Path(orchestration.__file__).with_name("airflow_example.py")  # imports Airflow
-README = Path(__file__).parents[2] / "README.md"
+GUIDE = Path(__file__).parents[2] / "docs" / "orchestration.md"
 # BashOperator's parameters that the example may use; anything else is a mistake here.
 BASH_OPERATOR_PARAMETERS = {
     "task_id",
@@ -160,10 +160,10 @@ def run_dag(
     return states, runs
 
 
-def test_the_readme_shows_the_example_dag_as_it_is() -> None:
+def test_the_orchestration_guide_shows_the_example_dag_as_it_is() -> None:
     source = EXAMPLE.read_text()
     body = source.split('"""', 2)[2].strip()  # without the module's docstring
-    assert body in README.read_text()
+    assert body in GUIDE.read_text()
 
 
 def test_the_example_dag_runs_nightly_with_one_run_at_a_time(

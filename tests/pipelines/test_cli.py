@@ -5,6 +5,7 @@ what it prints, how it exits, and what it leaves in the warehouse."""
 from __future__ import annotations
 
 import hashlib
+import json
 import queue
 import re
 import subprocess
@@ -290,3 +291,45 @@ def test_since_that_is_not_a_date_is_a_one_line_error(
     assert_one_line_failure(result, "notadate")
     assert admin(running, "GET", "/state")["requests_served"] == 0
     assert not any(raw_row_counts(warehouse).values())
+
+
+def test_log_format_is_taken_after_the_command_too(tmp_path: Path) -> None:
+    """`signing-etl load --log-format json`, as a cron line is naturally written, logs JSON
+    lines just as `signing-etl --log-format json load` does; a `--` keeps what follows as it is."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args in (
+        [*load_args(empty / "signing.duckdb"), "--log-format", "json"],
+        ["--log-format", "json", *load_args(empty / "signing.duckdb")],
+        [*load_args(empty / "signing.duckdb"), "--log-format=json"],
+    ):
+        result = run_cli(args, cwd=empty, env=cli_env(None))
+        assert result.returncode == 1, describe(result)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert lines, describe(result)
+        records = [json.loads(line) for line in lines]
+        assert any("SOURCES__SIGNING__API_KEY" in record["message"] for record in records)
+    asked = run_cli(
+        ["sql", "--duckdb", str(empty / "x.duckdb"), "--", "--log-format"],
+        cwd=empty,
+        env=cli_env(None),
+    )
+    assert not asked.stderr.lstrip().startswith("{"), describe(asked)
+
+
+def test_missing_destination_credentials_name_the_destination_setting(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """A Postgres load without credentials says which setting gives them, not the source's."""
+    running = make_sandbox(shipments=10, limits_enabled=False)
+    env = cli_env(running)
+    env.pop("DESTINATION__POSTGRES__CREDENTIALS", None)
+
+    result = run_cli(
+        [*load_args(tmp_path / "signing.duckdb"), "--destination", "postgres"],
+        cwd=tmp_path,
+        env=env,
+    )
+
+    line = assert_one_line_failure(result, "DESTINATION__POSTGRES__CREDENTIALS")
+    assert "SOURCES__SIGNING__API_KEY" not in line, line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -172,6 +173,23 @@ def test_scoped_key_may_use_its_scope(sandbox: RunningSandbox) -> None:
         assert reader.get("/documents").status_code == 200
     with client_for(sandbox, new_key(sandbox, scopes=["write"])) as writer:
         assert writer.post("/contacts", json={"email": "writer@example.com"}).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"scopes": "read"}, id="scopes-a-string"),
+        pytest.param({"scopes": ["read", "admin"]}, id="unknown-scope"),
+        pytest.param({"scopes": ["read"], "expires_at": START_MS}, id="expiry-a-number"),
+        pytest.param({"scopes": ["read"], "ip_allowlist": "127.0.0.1"}, id="allowlist-a-string"),
+        pytest.param({"scopes": ["read"], "name": ["nightly"]}, id="name-a-list"),
+    ],
+)
+def test_malformed_key_requests_are_refused(sandbox: RunningSandbox, body: dict[str, Any]) -> None:
+    """Not a key with the letters of "read" as its scopes, nor a crash."""
+    response = admin_response(sandbox, "POST", "/keys", body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_request"
 
 
 @pytest.mark.parametrize("path", ["/nothing-here", "/documents/doc_unknown", "/me/too"])

@@ -7,9 +7,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
+import pytest
 
 from sandbox import iso
-from tests.support import START_MS, SandboxFactory, admin, client_for, page_all
+from tests.support import START_MS, SandboxFactory, admin, admin_response, client_for, page_all
 
 
 def test_date_header_and_state_follow_the_sandbox_clock(make_sandbox: SandboxFactory) -> None:
@@ -70,6 +71,27 @@ def test_background_activity_changes_records_while_a_client_pages(
     assert seen
     state = admin(running, "GET", "/state")
     assert state["activity_running"] is False
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"speed": "fast"}, id="speed-a-string"),
+        pytest.param({"speed": -60}, id="speed-negative"),
+        pytest.param({"touches_per_second": None}, id="touches-null"),
+        pytest.param({"running": "no"}, id="running-a-string"),
+    ],
+)
+def test_malformed_activity_requests_are_refused_and_change_nothing(
+    make_sandbox: SandboxFactory, body: dict[str, Any]
+) -> None:
+    running = make_sandbox(limits_enabled=False)
+    admin(running, "POST", "/activity", {"speed": 60, "touches_per_second": 1})
+    response = admin_response(running, "POST", "/activity", body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert admin(running, "GET", "/state")["activity_running"] is True
+    admin(running, "POST", "/activity", {"running": False})
 
 
 def test_bulk_touch_gives_records_one_shared_timestamp(make_sandbox: SandboxFactory) -> None:

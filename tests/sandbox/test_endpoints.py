@@ -236,6 +236,28 @@ def test_contact_upsert_creates_then_updates_and_merges_custom(
         assert [r["email"] for r in sent.json()["data"]["recipients"]] == ["ada@example.net"]
 
 
+def test_contact_upsert_cannot_take_another_contacts_email(make_sandbox: SandboxFactory) -> None:
+    """A live contact's e-mail is its own: `?email=` finds one contact, and a restore relies on
+    it. Moving to a free address works."""
+    running = make_sandbox(limits_enabled=False)
+    first, second = list(running.store.contacts.by_id.values())[:2]
+    first_before, old_email = first.to_json(), first.email
+    with client_for(running) as client:
+        taken = client.post(
+            "/contacts", json={"id": first.id, "email": second.email.upper(), "name": "Taken"}
+        )
+        assert taken.status_code == 422, taken.text
+        assert taken.json()["error"]["code"] == "invalid_request"
+        assert client.get(f"/contacts/{first.id}").json()["data"] == first_before
+        by_email = client.get("/contacts", params={"email": second.email}).json()["data"]
+        assert [c["id"] for c in by_email] == [second.id]
+        moved = client.post("/contacts", json={"id": first.id, "email": "moved.on@example.net"})
+        assert moved.status_code == 200, moved.text
+        found = client.get("/contacts", params={"email": "moved.on@example.net"}).json()["data"]
+        assert [c["id"] for c in found] == [first.id]
+        assert client.get("/contacts", params={"email": old_email}).json()["data"] == []
+
+
 def test_shipment_creation_combines_recipients_contacts_and_groups(
     make_sandbox: SandboxFactory,
 ) -> None:

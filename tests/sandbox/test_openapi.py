@@ -40,7 +40,7 @@ from schemathesis.checks import (
 )
 
 from sandbox import RunningSandbox, SandboxConfig
-from tests.support import START_MS
+from tests.support import START_MS, client_for
 
 OPENAPI_PATH = Path(__file__).parents[2] / "sandbox" / "openapi.yaml"
 
@@ -184,9 +184,13 @@ def _shipment_ids(sandbox: RunningSandbox) -> list[str]:
 
 
 def _webhook_ids(sandbox: RunningSandbox) -> list[str]:
-    with sandbox.store.lock:
+    """At least four subscriptions, made through the API (DELETE cases take some away)."""
+    body = {"event": "shipment.signed", "target_url": "https://hooks.example.com/in"}
+    with client_for(sandbox) as client:
         while len(sandbox.store.webhooks) < 4:
-            sandbox.store.create_webhook("shipment.signed", "https://hooks.example.com/in")
+            response = client.post("/webhooks", json=body)
+            assert response.status_code == 201, response.text
+    with sandbox.store.lock:
         return sorted(sandbox.store.webhooks)
 
 

@@ -826,6 +826,35 @@ def test_faults_are_drawn_from_the_seed(
     assert len({plan[0] for plan in plans[0]}) == 15
 
 
+def test_a_sandbox_started_again_sends_again_and_nothing_while_stopped(
+    running: RunningSandbox, receivers: Callable[..., Receiver]
+) -> None:
+    """While a sandbox is stopped its sender is down: the application's steps meanwhile still
+    happen, fail nothing and tell no one. Started again, it sends, also more deliveries at once
+    than its 16 connections (some then wait for one, on the new event loop)."""
+    receiver = receivers([(0.2, 200)] * 40)  # slow answers: 20 deliveries need to queue
+    with client_for(running) as api:
+        for event in EVENTS:
+            subscribe(api, event, receiver.url())
+        make_contacts(api, 20, "before")
+    assert settled(running, 20)["counts"]["delivered"] == 20
+    running.stop()
+    store = running.store
+    with store.lock:
+        planned = [s for s in store.shipments.by_id.values() if s.applied < len(s.timeline)]
+        for shipment in planned:
+            store.apply_due(shipment, START_MS + 400 * 86_400_000)  # all that is left
+    assert planned
+    assert all(s.applied == len(s.timeline) for s in planned)
+    running.start()
+    with client_for(running) as api:
+        make_contacts(api, 20, "after")
+    body = settled(running, 40)
+    assert body["counts"]["delivered"] == 40
+    assert len(delivery_ids(receiver.wait_for(40))) == 40
+    assert stays(lambda: len(receiver.received) == 40)
+
+
 def test_faults_belong_to_one_workspace(receivers: Callable[..., Receiver]) -> None:
     base = SandboxConfig(
         seed=71, shipments=100, start_ms=START_MS, limits_enabled=False, webhook_retry_base_s=0.02

@@ -84,10 +84,10 @@ def test_each_column_gets_its_action_and_refinements_override_the_preset(
         assert notes is None  # the preset drops notes
 
 
-def test_the_readme_lists_every_personal_column_with_its_action_under_each_preset() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_privacy_guide_lists_every_personal_column_with_its_action_under_each_preset() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "privacy.md").read_text()
     listed = {}
-    for line in readme.splitlines():
+    for line in guide.splitlines():
         cells = [cell.strip().strip("`") for cell in line.strip("|").split("|")]
         if len(cells) == 4 and cells[0] in PERSONAL_COLUMNS:
             listed[cells[0]] = (cells[2], cells[3])

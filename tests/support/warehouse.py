@@ -8,7 +8,8 @@ import duckdb
 
 from sources.signing import SOURCE_TABLES
 
-# The six marts the README promises, written out here rather than taken from the code.
+# The six marts the analysts' guide (docs/models.md) promises, written out here rather than taken
+# from the code.
 MARTS = (
     "fct_shipments",
     "fct_recipients",
