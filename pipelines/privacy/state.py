@@ -134,4 +134,4 @@ def record_erasure(client: Any, erasure: Erasure) -> None:
 
 def _created(client: Any, name: str, columns: Mapping[str, str]) -> str:
     """The qualified name of one of these tables, created when it does not exist yet."""
-    return ensure_table(client, name, columns)
+    return ensure_table(client, name, columns).name

@@ -17,7 +17,7 @@ import dlt
 import orjson
 
 from pipelines.outcome import Outcome
-from pipelines.warehouse import SqlClient, columns_by_table, ensure_table, insert_rows
+from pipelines.warehouse import SqlClient, ensure_table, insert_rows
 from sources.signing import RunCounters
 
 RUNS_TABLE = "_signing_runs"
@@ -112,10 +112,10 @@ def record_run(client: Any, record: RunRecord) -> None:
     `_dlt_id` columns (not null); rows added here fill them with the run's id."""
     values = record.to_row()
     table = ensure_table(client, RUNS_TABLE, RUN_COLUMNS)
-    if "_dlt_id" in columns_by_table(client).get(RUNS_TABLE, set()):
+    if "_dlt_id" in table.columns:
         values["_dlt_load_id"] = record.run_id
         values["_dlt_id"] = uuid.uuid4().hex
-    insert_rows(client, table, list(values), [list(values.values())])
+    insert_rows(client, table.name, list(values), [list(values.values())])
 
 
 def configured_names(runs: Iterable[RunRecord]) -> dict[str, str]:
@@ -160,7 +160,7 @@ def record_incomplete_shipments(
             client,
             INCOMPLETE_SHIPMENTS_TABLE,
             {"workspace_id": "varchar", "shipment_id": "varchar"},
-        )
+        ).name
         client.execute_sql(f"delete from {table} where workspace_id = %s", workspace_id)
         rows = [(workspace_id, shipment) for shipment in ids]
         insert_rows(client, table, ("workspace_id", "shipment_id"), rows, batch=1000)

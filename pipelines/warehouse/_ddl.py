@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 # The advisory lock every creation of a shared schema or table of ours takes (an arbitrary
@@ -52,25 +53,44 @@ def ensure_schemas(client: Any, schemas: list[str]) -> None:
             client.execute_sql(f"create schema if not exists {schema}")
 
 
-def ensure_table(client: Any, name: str, columns: Mapping[str, str]) -> str:
-    """The qualified name of one of the project's own tables of the client's dataset, created
-    (schema too) or widened to `columns` (name -> SQL type) first when it is not yet so."""
+@dataclass(frozen=True)
+class OwnTable:
+    """One of the project's own tables as `ensure_table` left it: its qualified name and the
+    columns it has (those asked for, and any an earlier version gave it)."""
+
+    name: str
+    columns: frozenset[str]
+
+
+def ensure_table(client: Any, name: str, columns: Mapping[str, str]) -> OwnTable:
+    """One of the project's own tables of the client's dataset, created (schema too) or widened
+    to `columns` (name -> SQL type) when it is not yet so. A table that already has every
+    column costs one read and takes no lock: the lock is for changing the catalog."""
     table: str = client.make_qualified_table_name(name)
+    existing = _columns_of(client, name)
+    if set(columns) <= existing:
+        return OwnTable(table, frozenset(existing))
     with catalog_changes(client):
         client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
         listed = ", ".join(f"{column} {kind}" for column, kind in columns.items())
         client.execute_sql(f"create table if not exists {table} ({listed})")
-        rows = client.execute_sql(
-            "select column_name from information_schema.columns "
-            "where table_schema = %s and table_name = %s",
-            client.dataset_name,
-            name,
-        )
-        existing = {str(row[0]) for row in rows or []}
+        existing = _columns_of(
+            client, name
+        )  # again under the lock: another run may have widened it
         for column, kind in columns.items():
             if column not in existing:
                 client.execute_sql(f"alter table {table} add column {column} {kind}")
-    return table
+    return OwnTable(table, frozenset(existing | set(columns)))
+
+
+def _columns_of(client: Any, name: str) -> set[str]:
+    rows = client.execute_sql(
+        "select column_name from information_schema.columns "
+        "where table_schema = %s and table_name = %s",
+        client.dataset_name,
+        name,
+    )
+    return {str(row[0]) for row in rows or []}
 
 
 def ensure_datasets(pipeline: Any) -> None:
@@ -78,7 +98,9 @@ def ensure_datasets(pipeline: Any) -> None:
     dlt creates a missing one with a plain `create schema`, which collides with a run doing the
     same in another session."""
     with pipeline.sql_client() as client:
-        names = [client.fully_qualified_dataset_name()]
+        missing = [] if client.has_dataset() else [client.fully_qualified_dataset_name()]
         with client.with_staging_dataset():
-            names.append(client.fully_qualified_dataset_name())
-        ensure_schemas(client, names)
+            if not client.has_dataset():
+                missing.append(client.fully_qualified_dataset_name())
+        if missing:  # a drain every minute finds both and takes no lock
+            ensure_schemas(client, missing)
