@@ -12,17 +12,20 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from statistics import median
 from typing import Any
 
 import pytest
 
-from pipelines.load.run import load_incremental
-from pipelines.modeling.build import build_models
 from sandbox import RunningSandbox, Store
-from tests.models.workspaces import colliding_workspaces
-from tests.support import MODELS_BUILT, earliest, fast, ms_of, week_of
+from tests.models.workspaces import (
+    SHARED_SEED,
+    colliding_workspaces,
+    load_every_workspace,
+    shared_workspaces,
+)
+from tests.support import earliest, ms_of, week_of
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 
 HOUR_MS = 3_600_000
@@ -45,17 +48,15 @@ class Loaded:
 def loaded(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Loaded]:
-    place = warehouse_under_test(request.param, tmp_path_factory.mktemp("analyst"), request)
-    with RunningSandbox(*colliding_workspaces(seed=47, shipments=160)) as running:
-        began = datetime.now(UTC)
-        with place.configured() as warehouse:
-            for key in running.api_keys:
-                done = load_incremental(warehouse, settings=fast(running, key))
-                assert done.exit_code == 0, done.stopped
-            ended = datetime.now(UTC)
-            built = build_models(warehouse)
-        assert built.success, built.summary
-        assert built.models_passed == MODELS_BUILT, built.summary
+    configs = colliding_workspaces(seed=SHARED_SEED)
+    with RunningSandbox(*configs) as running:
+        if request.param == "duckdb":  # the warehouse tests/models/test_workspaces.py reads too
+            shared = shared_workspaces(tmp_path_factory, configs)
+            place, began, ended = WarehouseUnderTest(shared.warehouse), shared.began, shared.ended
+        else:
+            place = warehouse_under_test(request.param, tmp_path_factory.mktemp("analyst"), request)
+            with place.configured() as warehouse:
+                began, ended = load_every_workspace(running, warehouse)
         yield Loaded(running, place, began, ended)
 
 

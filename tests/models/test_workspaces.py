@@ -12,7 +12,12 @@ import pytest
 
 from sandbox import RunningSandbox
 from tests.models.test_marts import assert_marts_match, truth
-from tests.models.workspaces import colliding_workspaces, load_every_workspace, workspace_marts
+from tests.models.workspaces import (
+    SHARED_SEED,
+    colliding_workspaces,
+    shared_workspaces,
+    workspace_marts,
+)
 
 # Each mart's key within a workspace (the models' YAML tests the same per workspace).
 MART_KEYS = {
@@ -36,10 +41,9 @@ COLLIDING_IDS = {
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSandbox, Path]]:
     """One sandbox serving two colliding workspaces (150 shipments each), both loaded into one
     warehouse with their own keys, models built; shared by the tests of this module."""
-    with RunningSandbox(*colliding_workspaces(seed=23)) as running:
-        warehouse = tmp_path_factory.mktemp("workspaces") / "signing.duckdb"
-        load_every_workspace(running, warehouse)
-        yield running, warehouse
+    configs = colliding_workspaces(seed=SHARED_SEED)
+    with RunningSandbox(*configs) as running:
+        yield running, shared_workspaces(tmp_path_factory, configs).warehouse
 
 
 @pytest.mark.parametrize("position", [0, 1], ids=["first workspace", "second workspace"])

@@ -17,7 +17,7 @@ from pipelines.load.run import load_incremental
 from pipelines.report.notebook import find_workspace, write_report
 from pipelines.warehouse import LoadedWorkspace
 from sandbox import RunningSandbox, Store
-from tests.models.workspaces import colliding_workspaces, load_every_workspace
+from tests.models.workspaces import SHARED_SEED, colliding_workspaces, shared_workspaces
 from tests.support import cli_env, describe, earliest, fast, run_cli
 from tests.support.browser import offline_page
 
@@ -28,10 +28,9 @@ DAY_MS = 86_400_000
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSandbox, Path]]:
     """One sandbox serving two colliding workspaces, both loaded into one warehouse with their
     own keys, models built; shared by the tests of this module."""
-    with RunningSandbox(*colliding_workspaces(seed=31)) as running:
-        warehouse = tmp_path_factory.mktemp("workspace_reports") / "signing.duckdb"
-        load_every_workspace(running, warehouse)
-        yield running, warehouse
+    configs = colliding_workspaces(seed=SHARED_SEED)
+    with RunningSandbox(*configs) as running:
+        yield running, shared_workspaces(tmp_path_factory, configs).warehouse
 
 
 def day_of(ms: int) -> date:

@@ -1,0 +1,64 @@
+"""Warehouses made once per test session and copied to every module that asks for the same one:
+a load and a dbt build cost tens of seconds, a file copy milliseconds.
+
+The first module that asks makes it under a lock that every xdist worker of the session shares;
+the others wait for it, then copy it. A module that only reads a warehouse, or changes its copy,
+gets the same result as if it had made its own."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+# What a maker returns, kept beside the warehouse for the modules that copy it (e.g. when the
+# loads began and ended, which a copy cannot measure again).
+Notes = dict[str, str]
+
+
+def session_folder(factory: pytest.TempPathFactory) -> Path:
+    """A folder of this test session that every xdist worker shares: the parent of the
+    workers' own temporary folders, or the one temporary folder when there are no workers."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def made_once(
+    factory: pytest.TempPathFactory,
+    recipe: str,
+    make: Callable[[Path], Notes],
+    into: Path,
+) -> Notes:
+    """Copy into the folder `into` the folder that `make(folder)` filled (a warehouse file
+    and its working folders beside it), calling `make` only the first time this session asks
+    for `recipe`; the notes it returned. `recipe` names everything `make` depends on: two calls
+    with the same recipe must make the same warehouse."""
+    cache = session_folder(factory) / "made-once"
+    cache.mkdir(exist_ok=True)
+    name = hashlib.sha256(recipe.encode()).hexdigest()[:16]
+    made, notes = cache / name, cache / f"{name}.json"
+    with _locked(cache / f"{name}.lock"):
+        if not notes.exists():
+            shutil.rmtree(made, ignore_errors=True)  # what a maker that failed left
+            made.mkdir()
+            notes.write_text(json.dumps(make(made)))
+    shutil.copytree(made, into, dirs_exist_ok=True)
+    found: Notes = json.loads(notes.read_text())
+    return found
