@@ -6,6 +6,7 @@ The receiver's service is imported where it is used: its drains load dlt, which 
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -18,6 +19,7 @@ from pipelines.errors import SigningEtlError
 from pipelines.outcome import SIGNAL_BASE
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 from pipelines.webhooks.display import print_changes, print_inbox, print_listed, print_urls
+from pipelines.webhooks.guard import DEFAULT_LIMITS
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.receiver import DEFAULT_PORT, ReceiverSettings
 from pipelines.webhooks.secrets_file import SecretsFile
@@ -168,6 +170,20 @@ def serve_command(
     max_body_bytes: Annotated[
         int, typer.Option(min=1024, help="Largest delivery body read.")
     ] = DEFAULT_MAX_BODY_BYTES,
+    request_seconds: Annotated[
+        float,
+        typer.Option(
+            min=0.1, help="Seconds a connection has to send a whole request before it is closed."
+        ),
+    ] = DEFAULT_LIMITS.request_seconds,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            min=8,
+            help="Open connections at most (fewer if `ulimit -n` is lower); past it the oldest "
+            "idle ones are closed.",
+        ),
+    ] = DEFAULT_LIMITS.max_connections,
     destination: WarehouseDestination = DEFAULT_DESTINATION,
     workspace: WorkspacesOption = None,
 ) -> None:
@@ -176,7 +192,10 @@ def serve_command(
     from pipelines.webhooks.service import WebhookReceiver  # the drains' dlt: only here
 
     warehouse = warehouse_named(duckdb, destination)
-    settings = ReceiverSettings(host, port, tolerance, max_body_bytes)
+    limits = replace(
+        DEFAULT_LIMITS, request_seconds=request_seconds, max_connections=max_connections
+    )
+    settings = ReceiverSettings(host, port, tolerance, max_body_bytes, limits)
     try:
         receiver = WebhookReceiver(
             warehouse,

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,6 +32,7 @@ from pipelines.errors import WebhooksError
 from pipelines.webhooks.secrets_file import now_utc, private_folder, stamp
 
 FILE_NAME = "inbox.sqlite"
+REFUSALS_WRITTEN_EVERY = 2.0  # seconds a refusal may wait in memory before its count is written
 ACCEPTED, DUPLICATED, REJECTED = "accepted", "duplicated", "rejected"
 
 SCHEMA = """
@@ -162,6 +164,10 @@ class Inbox:
         except sqlite3.Error as error:
             raise WebhooksError(f"cannot open the webhook inbox {path}: {error}") from None
         self._lock = threading.Lock()
+        # Refusals counted in memory and written together (a flood of bad deliveries must not
+        # cost a disk sync each); written at least every REFUSALS_WRITTEN_EVERY seconds.
+        self._refusals: Counter[tuple[str, str]] = Counter()
+        self._refusals_timer: threading.Timer | None = None
 
     @classmethod
     def open(cls, folder: Path) -> Inbox:
@@ -182,6 +188,8 @@ class Inbox:
         return cls(folder / FILE_NAME) if (folder / FILE_NAME).exists() else None
 
     def close(self) -> None:
+        if self._refusals:
+            self.write_refusals()
         with self._lock:
             self._db.close()
 
@@ -211,12 +219,38 @@ class Inbox:
             ).rowcount
             outcome = ACCEPTED if inserted else DUPLICATED
             _count(db, delivery.workspace, outcome, "")
+            self._write_refusals(db)
         return bool(inserted)
 
     def reject(self, workspace: str, reason: str) -> None:
-        """Count a delivery refused for `reason`."""
+        """Count a delivery refused for `reason`: on disk with the next accepted delivery,
+        within `REFUSALS_WRITTEN_EVERY` seconds, or when the inbox is closed."""
+        with self._lock:
+            self._refusals[(workspace, reason)] += 1
+            if self._refusals_timer is None:
+                timer = threading.Timer(REFUSALS_WRITTEN_EVERY, self._write_refusals_soon)
+                timer.daemon = True
+                timer.start()
+                self._refusals_timer = timer
+
+    def write_refusals(self) -> None:
+        """Write the refusals counted since the last write."""
         with self._transaction() as db:
-            _count(db, workspace, REJECTED, reason)
+            self._write_refusals(db)
+
+    def _write_refusals_soon(self) -> None:
+        # Closed meanwhile, or the disk refused: the counts wait for the next write.
+        with suppress(sqlite3.Error, OSError):
+            self.write_refusals()
+
+    def _write_refusals(self, db: sqlite3.Connection) -> None:
+        """In a transaction (the inbox's lock held)."""
+        if self._refusals_timer is not None:
+            self._refusals_timer.cancel()
+            self._refusals_timer = None
+        for (workspace, reason), times in self._refusals.items():
+            _count(db, workspace, REJECTED, reason, times)
+        self._refusals.clear()
 
     # ------------------------------------------------------------------ the drains
 
@@ -349,11 +383,13 @@ class Inbox:
         return found
 
 
-def _count(db: sqlite3.Connection, workspace: str, outcome: str, reason: str) -> None:
+def _count(
+    db: sqlite3.Connection, workspace: str, outcome: str, reason: str, times: int = 1
+) -> None:
     db.execute(
-        "insert into counts values (?, ?, ?, 1) on conflict (workspace, outcome, reason) "
-        "do update set count = count + 1",
-        (workspace, outcome, reason),
+        "insert into counts values (?, ?, ?, ?) on conflict (workspace, outcome, reason) "
+        "do update set count = count + excluded.count",
+        (workspace, outcome, reason, times),
     )
 
 

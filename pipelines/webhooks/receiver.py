@@ -6,8 +6,11 @@ every secret the workspace may sign with, timestamp within the window, delivery 
 and keeps it in the inbox, committed to disk, before it answers 2xx. A delivery id accepted
 before is answered 200 again (the sender stops) and counted as a duplicate, not kept twice. A
 refusal is 401 (nothing verifies it), 400 (verified but unusable) or 413 (too large), counted
-by its reason and logged in one line; never a 5xx, unless the inbox itself cannot be written
-(503, so the sender tries again). Accepted deliveries wake the drain trigger.
+by its reason and logged in one line (in a flood, one a second per workspace, saying how many
+more there were); never a 5xx, unless the inbox itself cannot be written (503, so the
+sender tries again). Accepted deliveries wake the drain trigger. Connections are bounded as
+`guard` says: a request must arrive whole in time, headers are capped, and the oldest idle
+connections give way to new ones.
 
 The secrets file is read again whenever it is replaced, so subscribing, rotating or
 unsubscribing needs no restart. `service.WebhookReceiver` puts it together with the inbox and
@@ -28,12 +31,13 @@ from urllib.parse import quote
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from pipelines.console import output
 from pipelines.errors import WebhooksError
+from pipelines.webhooks.guard import DEFAULT_LIMITS, ConnectionLimits, guarded_protocol
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.secrets_file import Secrets, SecretsFile, now_utc
 from pipelines.webhooks.verify import (
@@ -57,6 +61,7 @@ class ReceiverSettings:
     port: int = DEFAULT_PORT
     tolerance_seconds: float = DEFAULT_TOLERANCE_SECONDS
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    limits: ConnectionLimits = DEFAULT_LIMITS
 
 
 class SecretsView:
@@ -101,19 +106,24 @@ def receiver_app(
 ) -> Starlette:
     """The receiver's ASGI app: `POST /<workspace name>` for each configured workspace."""
     served = set(workspaces)
+    said = RefusalLog()
 
     async def receive(request: Request) -> Response:
         name = request.path_params["workspace"]
         if name not in served:
             return JSONResponse({"error": "no workspace is served at this path"}, 404)
+        if len(request.headers.raw) > settings.limits.max_headers:
+            return JSONResponse({"error": "too many headers"}, 431)
         try:
             body = await _bounded_body(request, settings.max_body_bytes)
             delivery = judge(request.headers, body, secrets.expected(name, settings))
         except Refusal as refusal:
             given = one_line(request.headers.get("x-service-delivery", "(none)"), 80)
-            output.warning(f"webhooks: workspace {name}: refused delivery {given}: {refusal}")
+            said.refused(name, given, refusal.reason)
             await _kept(inbox.reject, name, refusal.reason)
             return JSONResponse({"error": refusal.reason}, refusal.status)
+        except ClientDisconnect:  # the sender went (or its connection was too slow): no answer
+            return Response(status_code=400)
         new = await _kept(inbox.accept, delivery)
         if new is None:
             return JSONResponse({"error": "the inbox is unavailable"}, 503)
@@ -122,6 +132,36 @@ def receiver_app(
         return JSONResponse({"accepted": True, "duplicate": not new}, 200)
 
     return Starlette(routes=[Route("/{workspace:path}", receive, methods=["POST"])])
+
+
+class RefusalLog:
+    """A refusal's warning line, at most `BURST` lines a workspace at once and one a second
+    after that; the next line said tells how many were left unsaid. A flood of bad deliveries
+    must not become a flood of log lines (each one a write)."""
+
+    BURST = 50
+    PER_SECOND = 1.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tokens: dict[str, tuple[float, float]] = {}  # workspace -> (tokens, at)
+        self._unsaid: dict[str, int] = {}
+
+    def refused(self, workspace: str, delivery: str, reason: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            tokens, at = self._tokens.get(workspace, (float(self.BURST), now))
+            tokens = min(float(self.BURST), tokens + (now - at) * self.PER_SECOND)
+            if tokens < 1.0:
+                self._tokens[workspace] = (tokens, now)
+                self._unsaid[workspace] = self._unsaid.get(workspace, 0) + 1
+                return
+            self._tokens[workspace] = (tokens - 1.0, now)
+            unsaid = self._unsaid.pop(workspace, 0)
+        also = f" ({unsaid} more refused and not logged since the last line)" if unsaid else ""
+        output.warning(
+            f"webhooks: workspace {workspace}: refused delivery {delivery}: {reason}{also}"
+        )
 
 
 async def _kept(write: Callable[..., T], *args: Any) -> T | None:
@@ -169,7 +209,7 @@ def bind(host: str, port: int) -> socket.socket:
         # Without TCP_NODELAY a kept-alive answer waits for a delayed ACK (~40 ms).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
-        sock.listen(256)
+        sock.listen(1024)  # a burst of connections waits for the oldest idle ones to go
     except OSError as error:
         sock.close()
         raise WebhooksError(f"cannot listen on {host}:{port}: {error.strerror}") from None
@@ -179,11 +219,20 @@ def bind(host: str, port: int) -> socket.socket:
 class Server:
     """The receiver's app on a bound socket, in the foreground (`serve`) or in a thread."""
 
-    def __init__(self, app: Any, sock: socket.socket) -> None:
+    def __init__(
+        self, app: Any, sock: socket.socket, limits: ConnectionLimits = DEFAULT_LIMITS
+    ) -> None:
         self.sock = sock
         self.port: int = sock.getsockname()[1]
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, server_header=False, lifespan="off"
+            app,
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+            lifespan="off",
+            http=guarded_protocol(limits),
+            timeout_keep_alive=int(limits.idle_seconds),
+            h11_max_incomplete_event_size=limits.max_header_bytes,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

@@ -53,7 +53,7 @@ class WebhookReceiver:
         app = receiver_app(
             [e.name for e in entries], self.inbox, self.secrets, settings, self._accepted
         )
-        self.server = Server(app, bind(settings.host, settings.port))
+        self.server = Server(app, bind(settings.host, settings.port), settings.limits)
 
     def urls(self) -> list[tuple[str, str, bool]]:
         """Per workspace: its name, the local URL of its path, and whether it is subscribed."""

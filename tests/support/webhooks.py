@@ -5,6 +5,7 @@ receiver run as a user runs it (`signing-etl webhooks serve` in the background).
 from __future__ import annotations
 
 import json
+import resource
 import signal
 import socket
 import subprocess
@@ -93,8 +94,16 @@ class ServedReceiver:
     """`signing-etl webhooks serve` in the background, as a user runs it: stdout read for its
     URL lines, stderr kept in a file (its log)."""
 
-    def __init__(self, folder: Path, warehouse: Path, env: dict[str, str], *options: str) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        warehouse: Path,
+        env: dict[str, str],
+        *options: str,
+        descriptor_limit: int | None = None,
+    ) -> None:
         self.folder = folder
+        self.descriptor_limit = descriptor_limit  # its `ulimit -n`, when not this process's
         self.args = ["webhooks", "serve", "--duckdb", str(warehouse), *options]
         self.env = env
         self.logs: list[Path] = []
@@ -113,11 +122,17 @@ class ServedReceiver:
             stdout=subprocess.PIPE,
             stderr=self._log,
             text=True,
+            preexec_fn=self._limited if self.descriptor_limit else None,
         )
         assert self.process.stdout is not None
         lines = [self.process.stdout.readline().rstrip("\n") for _ in range(workspaces)]
         assert all(lines), f"the receiver printed no URL: {self.log()}"
         return lines
+
+    def _limited(self) -> None:
+        assert self.descriptor_limit is not None
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.descriptor_limit, hard))
 
     def kill(self) -> None:
         """SIGKILL: no clean-up at all."""
