@@ -8,7 +8,7 @@ what they typed is cleared (`ERASED_COLUMNS`): name, address, phone, company, si
 filled-in values, and the actor of the audit events they acted in. Where they sent shipments,
 the sender's name and address and the events they acted in are cleared likewise. The marts go
 (the caller rebuilds them). The erasure is recorded as a keyed hash of the address, never the
-address (`privacy_state`), and every later load clears the person the same way while the
+address (`raw._signing_erasures`), and every later load clears the person the same way while the
 service still holds them. dlt's working folder, whose packages keep rows as they were loaded,
 is deleted.
 
@@ -25,14 +25,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipelines.errors import ConfigError, SigningEtlError, WarehouseMissing
-from pipelines.privacy.change import drop_derived_copies, erasures_in_force, participle
+from pipelines.privacy.change import drop_derived_copies, participle
 from pipelines.privacy.snapshots import erase_versions
-from pipelines.privacy.state import (
-    Erasure,
-    PolicyRecord,
-    read_policies,
-    record_erasure,
-)
+from pipelines.raw.privacy_gate import erasures_in_force
+from pipelines.raw.privacy_records import Erasure, PolicyRecord, read_policies, record_erasure
 from pipelines.warehouse import Warehouse, batches, columns_by_table, loaded_workspaces
 from sources.signing import PrivacyPolicy, configured_privacy
 from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE
@@ -86,7 +82,7 @@ def forget_person(
     Raises:
         ConfigError: no hash key, or a privacy policy the configuration gets wrong.
         ErasureRefused: the contact id is unknown, ambiguous, or its address unreadable.
-        PolicyChangeRefused: erasures recorded under another hash key.
+        PrivacyRefused: erasures recorded under another hash key.
     """
     policy = configured_privacy()
     if policy.key is None:
