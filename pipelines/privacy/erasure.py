@@ -55,6 +55,7 @@ class ErasureResult:
     """What an erasure changed: rows per table, and the address columns it could not search."""
 
     subject: str = ""  # the keyed hash the erasure is recorded under
+    key_id: str = ""  # the id of the hash key it was made with, which later loads need
     changed: dict[str, int] = field(default_factory=dict)
     unsearchable: list[str] = field(default_factory=list)
     compacted: bool = True  # a DuckDB file written afresh, old values gone from its free blocks
@@ -114,7 +115,7 @@ def _erase(
             raise WarehouseMissing(f"{warehouse.label} holds no workspace yet; nothing to erase")
         erasures_in_force(client, policy)  # earlier erasures must be under this key
         person = _person(client, policy, records, email, contact_id, workspace)
-        result = ErasureResult(person.subject)
+        result = ErasureResult(person.subject, str(policy.key_id))
         with client.begin_transaction():
             for workspace_id in ids:
                 record = records.get(workspace_id, PolicyRecord(workspace_id))
