@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 
 from sandbox import Contact, RunningSandbox
 from tests.support import SandboxFactory, admin, cli_env, client_for, describe, run_cli
+from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.privacy import (
     HASH_KEY,
     KEEP_WITH_KEY,
@@ -33,6 +35,7 @@ from tests.support.privacy import (
     keyed_name,
     keyed_phone,
     personal_data,
+    postgres_contents,
     scan_files,
     scan_tables,
 )
@@ -53,17 +56,32 @@ KEY_SETTING = "SOURCES__SIGNING__PRIVACY__HASH_KEY"
 
 
 class Hooked:
-    """A warehouse in a test's folder, subscribed to the sandbox's webhooks on a free port."""
+    """A warehouse in a test's folder (a DuckDB file, or a PostgreSQL database with
+    `postgres`), subscribed to the sandbox's webhooks on a free port."""
 
-    def __init__(self, running: RunningSandbox, folder: Path) -> None:
+    def __init__(
+        self, running: RunningSandbox, folder: Path, postgres: PostgresDatabase | None = None
+    ) -> None:
         self.running = running
         self.folder = folder
         self.warehouse = folder / "signing.duckdb"
         self.port = free_port()
+        self.postgres = postgres
+        self.place: tuple[str, ...] = ("--destination", "postgres") if postgres else ()
+
+    def env(self, privacy: dict[str, str]) -> dict[str, str]:
+        """The CLI's environment: the sandbox, the database if any, the privacy settings."""
+        env = {**cli_env(self.running), **privacy}
+        if self.postgres is not None:
+            env["DESTINATION__POSTGRES__CREDENTIALS"] = self.postgres.credentials
+        return env
 
     def cli(self, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         done: subprocess.CompletedProcess[str] = run_cli(
-            list(args), cwd=self.folder, env={**cli_env(self.running), **env}, timeout=600
+            [*args, *self.place] if args[0] != "webhooks" else list(args),
+            cwd=self.folder,
+            env=self.env(env),
+            timeout=600,
         )
         return done
 
@@ -84,13 +102,9 @@ class Hooked:
     def receiver(self, env: dict[str, str]) -> ServedReceiver:
         """The receiver, started with `env` as its only privacy settings."""
         served = ServedReceiver(
-            self.folder,
-            self.warehouse,
-            {**cli_env(self.running), **env},
-            "--port",
-            str(self.port),
-            *DRAIN_SOON,
+            self.folder, self.warehouse, self.env(env), "--port", str(self.port), *DRAIN_SOON
         )
+        served.args += self.place
         served.start()
         return served
 
@@ -101,8 +115,20 @@ class Hooked:
         drained(self.folder, self.warehouse, env, accepted=delivered)
 
     def rows(self, query: str, *parameters: Any) -> list[tuple[Any, ...]]:
+        """What `query` (`?` for each parameter) finds in the warehouse."""
+        if self.postgres is not None:
+            with closing(self.postgres.connect()) as connection, connection.cursor() as cursor:
+                cursor.execute(query.replace("?", "%s"), parameters)
+                return [tuple(row) for row in cursor.fetchall()]
         with duckdb.connect(str(self.warehouse), read_only=True) as connection:
             return connection.execute(query, list(parameters)).fetchall()
+
+    def contents(self) -> dict[str, str]:
+        """Every table of the warehouse as text (`duckdb_contents`, `postgres_contents`)."""
+        if self.postgres is not None:
+            with closing(self.postgres.connect()) as connection:
+                return postgres_contents(connection)
+        return duckdb_contents(self.warehouse)
 
 
 def new_people(running: RunningSandbox, tag: str, count: int = 3) -> list[tuple[str, Contact]]:
@@ -147,7 +173,7 @@ def _phone(contact: Contact) -> str | None:
 def assert_no_plaintext(hooked: Hooked) -> None:
     """None of the sandbox's personal values in any table, nor in any file of the folder."""
     personal = personal_data(hooked.running.store)
-    assert scan_tables(duckdb_contents(hooked.warehouse), personal.all()) == {}
+    assert scan_tables(hooked.contents(), personal.all()) == {}
     assert scan_files(hooked.folder, personal.all()) == {}
 
 
@@ -352,3 +378,22 @@ def test_forget_says_loads_now_need_the_key_and_a_load_without_it_is_a_recorded_
     secrets.parent.mkdir()
     secrets.write_text(f'[sources.signing.privacy]\nhash_key = "{HASH_KEY}"\n')
     hooked.load({}, "--no-models")
+
+
+def test_drains_into_postgresql_follow_the_policy_a_load_changed(
+    postgres_server: PostgresServer, make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(limits_enabled=False, shipments=60, seed=48)
+    hooked = Hooked(running, tmp_path, postgres_server.create_database())
+    hooked.load(KEEP_WITH_KEY, "--no-models")
+    hooked.subscribe()
+    receiver = hooked.receiver(KEEP_WITH_KEY)  # started under keep, and never restarted
+    try:
+        hooked.load(MINIMAL, "--no-models")
+        people = new_people(running, "postgres")
+        hooked.drained()
+    finally:
+        receiver.stop()
+    assert "rows written under this warehouse's privacy policy (minimal" in receiver.log()
+    assert_hashed(hooked, people)
+    assert_no_plaintext(hooked)
