@@ -117,11 +117,11 @@ class Hooked:
     def rows(self, query: str, *parameters: Any) -> list[tuple[Any, ...]]:
         """What `query` (`?` for each parameter) finds in the warehouse."""
         if self.postgres is not None:
-            with closing(self.postgres.connect()) as connection, connection.cursor() as cursor:
+            with closing(self.postgres.connect()) as server, server.cursor() as cursor:
                 cursor.execute(query.replace("?", "%s"), parameters)
                 return [tuple(row) for row in cursor.fetchall()]
-        with duckdb.connect(str(self.warehouse), read_only=True) as connection:
-            return connection.execute(query, list(parameters)).fetchall()
+        with duckdb.connect(str(self.warehouse), read_only=True) as local:
+            return list(local.execute(query, list(parameters)).fetchall())
 
     def contents(self) -> dict[str, str]:
         """Every table of the warehouse as text (`duckdb_contents`, `postgres_contents`)."""
