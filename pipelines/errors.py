@@ -4,6 +4,8 @@ it as it is (and catch the base, not a list of classes)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import duckdb
 import psycopg
 import psycopg2
@@ -35,6 +37,10 @@ class ConfigError(SigningEtlError):
 
 class WarehouseError(SigningEtlError):
     """The warehouse cannot be opened, written or read as asked."""
+
+    # Whether the warehouse can still take the record of a run that ended with this: true
+    # for a refusal of what was asked (a privacy policy these settings cannot write under).
+    warehouse_usable: ClassVar[bool] = False
 
 
 class WarehouseMissing(WarehouseError, FileNotFoundError):

@@ -225,7 +225,7 @@ class _Run:
         resources asked for; `since` warned about when the workspace already has cursors (it
         applies to a first run only)."""
         stats = self.control.stats
-        connection.privacy = apply_privacy(self.warehouse, plan, stats)
+        apply_privacy(self.warehouse, plan, stats)  # the rows' policy itself: `LoadSteps`
         connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
         source = signing_source(connection)
         if self.options.resources:
@@ -250,7 +250,7 @@ class _Run:
         then record the run and what `ledger` counted of the webhooks' work."""
         workspace_id, deletions = connection.workspace_id, connection.deletions
         steps = LoadSteps()
-        info = steps.run(pipeline, source, self.control.stats)
+        info = steps.run(pipeline, connection, source, self.control.stats)
         reason = self.control.reason
         decided = deletions.decide()
         mode = deletions.settings.mode
@@ -307,7 +307,8 @@ class _Run:
         code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
         ended = self.result(code, failure_reason(error))
         through: dlt.Pipeline | Warehouse | None = self.pipeline
-        if through is None and not isinstance(error, WarehouseError):
+        unusable = isinstance(error, WarehouseError) and not error.warehouse_usable
+        if through is None and not unusable:
             through = self.warehouse if self.warehouse.loaded_before() else None
         if through is not None:
             with contextlib.suppress(Exception):  # the warehouse itself may be what failed

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,7 +123,8 @@ def _build(
     if target.name:
         args += ["--target", target.name]
     started = time.monotonic()
-    outcome = dbtRunner().invoke(args)
+    with _neutral_argv():
+        outcome = dbtRunner().invoke(args)
     seconds = time.monotonic() - started
     log_file = log_dir / "dbt.log"
     if isinstance(outcome.result, RunExecutionResult):
@@ -129,6 +133,19 @@ def _build(
     return ModelsResult(
         success=False, first_error=_one_line(str(reason)), seconds=seconds, log_file=log_file
     )
+
+
+@contextlib.contextmanager
+def _neutral_argv() -> Iterator[None]:
+    """dbt writes `sys.argv` into `run_results.json` and its log as the command that started
+    it (`invocation_command`), also when run in this process: it sees `dbt build` instead of
+    our command line, whose values (`forget --email`, a path, a query) must reach no file."""
+    ours = sys.argv
+    sys.argv = ["dbt", "build"]
+    try:
+        yield
+    finally:
+        sys.argv = ours
 
 
 def _count(

@@ -1,14 +1,16 @@
-"""The privacy policy beside the rows, in layer order: `state` (the policy each workspace's rows
-are under and the erasures, recorded in `raw`), `snapshots` (the same in dbt's snapshots),
-`change` (bringing loaded rows under a new policy before a load, or refusing in one line),
-`erasure` (one person erased everywhere) and `cli` (`signing-etl forget`)."""
+"""The privacy policy beside the rows, in layer order: `snapshots` (the policy in dbt's
+snapshots), `change` (bringing loaded rows under a new policy before a load, or refusing in one
+line), `erasure` (one person erased everywhere) and `cli` (`signing-etl forget`). What is
+recorded in `raw` (the policy each workspace's rows are under, the erasures) and the gate every
+writer of rows passes are below, in `pipelines.raw` (`privacy_records`, `privacy_gate`)."""
 
 from __future__ import annotations
+
+from pipelines.raw.privacy_records import Erasure, PolicyRecord, read_erasures, read_policies
 
 from .change import PolicyChangeRefused, PrivacyPlan, apply_privacy, prepare_privacy
 from .cli import forget_command
 from .erasure import ErasureRefused, ErasureResult, forget_person
-from .state import Erasure, PolicyRecord, read_erasures, read_policies
 
 __all__ = [
     "Erasure",

@@ -2,8 +2,9 @@
 there are brought under the configured policy, in every workspace, table and nested table, or
 the load stops with one line naming the one command that can (`load --full-refresh`): a column
 never holds plaintext beside hashes. Each workspace's policy is recorded in the same transaction
-as the rewrite (`privacy_state`), so a rewrite is never applied twice. The erasures recorded
-beside the data reach the source from here.
+as the rewrite (`raw._signing_privacy`), so a rewrite is never applied twice. The rows the load
+then writes are under that recorded policy and its erasures, as every writer's are: the gate
+(`pipelines.raw.privacy_gate`) gives it to the source.
 """
 
 from __future__ import annotations
@@ -14,14 +15,9 @@ from typing import Any
 
 import orjson
 
-from pipelines.errors import WarehouseError
 from pipelines.privacy.snapshots import rewrite_versions
-from pipelines.privacy.state import (
-    PolicyRecord,
-    read_erasures,
-    read_policies,
-    write_policy,
-)
+from pipelines.raw.privacy_gate import PrivacyRefused, erasures_in_force
+from pipelines.raw.privacy_records import PolicyRecord, read_policies, write_policy
 from pipelines.raw.run_records import RUNS_TABLE
 from pipelines.warehouse import (
     SqlClient,
@@ -33,14 +29,14 @@ from pipelines.warehouse import (
 )
 from sources.signing import PrivacyPolicy, RunStats
 from sources.signing.columns import TABLES
-from sources.signing.privacy import EXCEPT_WHERE, KEY_VARIABLE, Action
+from sources.signing.privacy import EXCEPT_WHERE, Action
 
 REFRESH_COMMAND = "signing-etl load --full-refresh"
 REWRITE_TABLE = "_signing_privacy_rewrite"  # old and new values of one column, while it changes
 BATCH = 300  # rows of new values per INSERT
 
 
-class PolicyChangeRefused(WarehouseError):
+class PolicyChangeRefused(PrivacyRefused):
     """The configured policy needs values the warehouse no longer holds (a hash cannot be
     turned back into its address), or erasures recorded under another hash key."""
 
@@ -62,7 +58,6 @@ class PrivacyPlan:
     policy: PrivacyPolicy
     records: list[PolicyRecord] = field(default_factory=list)
     rewrites: list[ColumnRewrite] = field(default_factory=list)
-    erased: frozenset[str] = frozenset()
     # The snapshots' columns of workspaces about to be loaded again, whose raw rows are deleted
     # instead of rewritten: their history is brought under the policy all the same.
     history: list[ColumnRewrite] = field(default_factory=list)
@@ -94,11 +89,6 @@ class PrivacyPlan:
                 drop_derived_copies(client)
         return {column: rows for column, rows in changed.items() if rows}
 
-    @property
-    def in_force(self) -> PrivacyPolicy:
-        """The policy the source applies: the configured one, with the erased people."""
-        return self.policy.with_erased(self.erased)
-
 
 def drop_derived_copies(client: Any) -> None:
     """Delete the copies of raw rows made under an earlier policy or before an erasure: the
@@ -123,9 +113,9 @@ def plan_privacy(
         PolicyChangeRefused: a change only reloading can make, or erasures under another key.
     """
     existing = columns_by_table(client)
-    erased = erasures_in_force(client, policy, existing)
+    erasures_in_force(client, policy, existing)  # refused before any rewrite when foreign
     recorded = read_policies(client, existing)
-    plan = PrivacyPlan(policy, erased=erased)
+    plan = PrivacyPlan(policy)
     wanted = PolicyRecord.of(workspace_id, policy)
     workspaces = sorted(set(recorded) | _workspaces_loaded(client, existing) | {workspace_id})
     rewrites: dict[tuple[str, Action], list[str]] = {}
@@ -149,26 +139,6 @@ def plan_privacy(
         plan.records.append(PolicyRecord.of(workspace, policy))
     plan.rewrites = [ColumnRewrite(c, a, tuple(w)) for (c, a), w in sorted(rewrites.items())]
     return plan
-
-
-def erasures_in_force(
-    client: SqlClient, policy: PrivacyPolicy, existing: Mapping[str, set[str]] | None = None
-) -> frozenset[str]:
-    """The keyed hashes of the people erased so far, which `policy`'s key must have made.
-
-    Raises:
-        PolicyChangeRefused: erasures recorded under another key (or no key configured).
-    """
-    erasures = read_erasures(client, existing)
-    foreign = sorted({e.key_id for e in erasures if e.key_id != policy.key_id})
-    if foreign:
-        now = f"a key with id {policy.key_id}" if policy.key_id else "not set"
-        raise PolicyChangeRefused(
-            f"this warehouse records {len(erasures)} erasure(s) under the hash key with id "
-            f"{', '.join(foreign)}, and {KEY_VARIABLE} is {now}: set it to that key, or a later "
-            "load could bring those people back"
-        )
-    return frozenset(e.subject for e in erasures)
 
 
 def _changes(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str, Action]]:
@@ -308,11 +278,12 @@ def prepare_privacy(
     return plan
 
 
-def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> PrivacyPolicy:
-    """Carry out the plan (after a full refresh has deleted what it deletes), say what changed
-    among the run's warnings, and return the policy the source applies."""
+def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> None:
+    """Carry out the plan (after a full refresh has deleted what it deletes) and say what
+    changed among the run's warnings. The rows the load then writes are under the policy now
+    recorded (`LoadSteps` asks the gate)."""
     if not plan.records and not plan.rewrites:
-        return plan.in_force
+        return
     with warehouse.writing_client() as client:
         changed = plan.apply(client)
     if (plan.rewrites or plan.history) and not warehouse.compact():
@@ -333,4 +304,3 @@ def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> P
             f"workspace {workspace}'s rows stay under their earlier privacy policy until it is "
             "loaded with --full-refresh too"
         )
-    return plan.in_force

@@ -15,6 +15,7 @@ from pipelines.console.tables import out
 from pipelines.errors import failure_reason
 from pipelines.modeling.cli import build_models_or_fail
 from pipelines.privacy.erasure import ErasureResult, forget_person
+from pipelines.raw.privacy_gate import KEY_SETTING
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 
 
@@ -71,6 +72,12 @@ def _print_erasure(result: ErasureResult) -> None:
             f"Recorded as {result.subject[:16]}… (a keyed hash, not the address): later loads "
             "clear this person the same way"
         )
+    output.warning(
+        f"from now on every load and webhook drain needs this hash key (id {result.key_id}) to "
+        f"recognise the person: keep {KEY_SETTING} set to it; a load without it stops before "
+        "fetching anything, recorded as a failed run that `signing-etl status` shows",
+        hash_key_id=result.key_id,
+    )
     if not result.compacted:
         output.warning(
             "the warehouse file could not be compacted: old values stay in its free blocks"

@@ -8,7 +8,7 @@ what they typed is cleared (`ERASED_COLUMNS`): name, address, phone, company, si
 filled-in values, and the actor of the audit events they acted in. Where they sent shipments,
 the sender's name and address and the events they acted in are cleared likewise. The marts go
 (the caller rebuilds them). The erasure is recorded as a keyed hash of the address, never the
-address (`privacy_state`), and every later load clears the person the same way while the
+address (`raw._signing_erasures`), and every later load clears the person the same way while the
 service still holds them. dlt's working folder, whose packages keep rows as they were loaded,
 is deleted.
 
@@ -25,14 +25,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipelines.errors import ConfigError, SigningEtlError, WarehouseMissing
-from pipelines.privacy.change import drop_derived_copies, erasures_in_force, participle
+from pipelines.privacy.change import drop_derived_copies, participle
 from pipelines.privacy.snapshots import erase_versions
-from pipelines.privacy.state import (
-    Erasure,
-    PolicyRecord,
-    read_policies,
-    record_erasure,
-)
+from pipelines.raw.privacy_gate import erasures_in_force
+from pipelines.raw.privacy_records import Erasure, PolicyRecord, read_policies, record_erasure
 from pipelines.warehouse import Warehouse, batches, columns_by_table, loaded_workspaces
 from sources.signing import PrivacyPolicy, configured_privacy
 from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE
@@ -59,6 +55,7 @@ class ErasureResult:
     """What an erasure changed: rows per table, and the address columns it could not search."""
 
     subject: str = ""  # the keyed hash the erasure is recorded under
+    key_id: str = ""  # the id of the hash key it was made with, which later loads need
     changed: dict[str, int] = field(default_factory=dict)
     unsearchable: list[str] = field(default_factory=list)
     compacted: bool = True  # a DuckDB file written afresh, old values gone from its free blocks
@@ -86,7 +83,7 @@ def forget_person(
     Raises:
         ConfigError: no hash key, or a privacy policy the configuration gets wrong.
         ErasureRefused: the contact id is unknown, ambiguous, or its address unreadable.
-        PolicyChangeRefused: erasures recorded under another hash key.
+        PrivacyRefused: erasures recorded under another hash key.
     """
     policy = configured_privacy()
     if policy.key is None:
@@ -118,7 +115,7 @@ def _erase(
             raise WarehouseMissing(f"{warehouse.label} holds no workspace yet; nothing to erase")
         erasures_in_force(client, policy)  # earlier erasures must be under this key
         person = _person(client, policy, records, email, contact_id, workspace)
-        result = ErasureResult(person.subject)
+        result = ErasureResult(person.subject, str(policy.key_id))
         with client.begin_transaction():
             for workspace_id in ids:
                 record = records.get(workspace_id, PolicyRecord(workspace_id))

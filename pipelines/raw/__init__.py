@@ -1,7 +1,10 @@
 """What every load keeps in `raw` beside the rows, in layer order: `pipeline` (each workspace's
-dlt pipeline and the state it keeps, a workspace forgotten for a full refresh), `steps` (dlt's
-steps of one load, shared by runs and webhook drains), `run_records` (every run's record and
-the shipments still loading) and `deletions` (what a run found deleted, marked or removed)."""
+dlt pipeline and the state it keeps, a workspace forgotten for a full refresh),
+`privacy_records` (the privacy policy each workspace's rows are under, and the erasures),
+`privacy_gate` (the policy every writer's rows are under: the warehouse's), `steps` (dlt's
+steps of one load, shared by runs and webhook drains, through the gate), `run_records` (every
+run's record and the shipments still loading) and `deletions` (what a run found deleted,
+marked or removed)."""
 
 from __future__ import annotations
 

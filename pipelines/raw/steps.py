@@ -1,6 +1,7 @@
-"""dlt's steps of one load, for every destination: what an interrupted run left first, then
-extract, the load files chosen by what was fetched, normalize, and load under the destination's
-lock. A run of the incremental load (`signing_pipeline`) and a webhook drain both load so."""
+"""dlt's steps of one load, for every destination: the privacy policy the rows are written under
+(`privacy_gate`), what an interrupted run left, then extract, the load files chosen by what was
+fetched, normalize, and load under the destination's lock. Every path that writes rows into
+`raw` loads so: a run of the incremental load (a full refresh included) and a webhook drain."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 import dlt
 from dlt.common.pipeline import ExtractInfo, LoadInfo
 
+from pipelines.raw.privacy_gate import admit
 from pipelines.warehouse import LoadFileFormat, ensure_datasets
-from sources.signing import RunStats
+from sources.signing import RunStats, SyncContext
 
 # One lock per destination for the load step of workspaces loading side by side in this
 # process: two first loads creating the same tables at once collide in the database's catalog
@@ -24,16 +26,27 @@ LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
 
 @dataclass
 class LoadSteps:
-    """`pipeline.run` as its steps, for every destination: the state from the destination,
-    what an interrupted run left, extract, the load files chosen by what was fetched
-    (`LoadFileFormat`), normalize, and load under its destination's lock."""
+    """`pipeline.run` as its steps, for every destination: the state from the destination, the
+    privacy policy in force in the warehouse given to the source, what an interrupted run left,
+    extract, the load files chosen by what was fetched (`LoadFileFormat`), normalize, and load
+    under its destination's lock."""
 
     rows: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def run(self, pipeline: dlt.Pipeline, source: Any, stats: RunStats) -> LoadInfo:
+    def run(
+        self, pipeline: dlt.Pipeline, connection: SyncContext, source: Any, stats: RunStats
+    ) -> LoadInfo:
+        """Load what `source` (bound to `connection`) yields into the pipeline's dataset, its
+        rows under the policy the warehouse is under now, read while the caller holds it.
+
+        Raises:
+            PrivacyRefused: these settings cannot write under that policy; nothing is written.
+        """
         ensure_datasets(pipeline)  # never by dlt's plain `create schema`: runs collide there
         pipeline.sync_destination()  # as `pipeline.run` does: the newer of the two states
+        with pipeline.sql_client() as client:  # the gate: before anything is fetched or loaded
+            connection.privacy = admit(client, connection.privacy, connection.workspace_id, stats)
         if pipeline.has_pending_data:
             # An earlier run stopped between fetching and loading (killed, the disk full):
             # what it fetched goes in first. `pipeline.run` would stop there; this run goes on.

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.outcome import Outcome
-from pipelines.privacy.state import PolicyRecord, read_erasures, read_policies
 from pipelines.raw.deletions import deleted_rows
 from pipelines.raw.pipeline import StoredState, pipeline_name_for, stored_states
+from pipelines.raw.privacy_records import PolicyRecord, read_erasures, read_policies
 from pipelines.raw.run_records import (
     RunRecord,
     configured_names,

@@ -9,6 +9,11 @@ Only once that load committed are the deliveries marked done; a drain that faile
 stopped leaves them waiting, and the next one reads their records again (the merge makes that
 harmless).
 
+Its rows are under the privacy policy the warehouse records and its erasures, read before each
+drain (`LoadSteps`' gate), whatever the receiver's own settings say; a receiver without the
+warehouse's hash key fails its drains in one line that names the setting, and the deliveries
+wait.
+
 A drain holds the warehouse as a load does (`Warehouse.writer`), as a brief hold: a scheduled
 load that finds it waits for it to end, and a drain that finds a load running says it is busy
 and is tried again later. Between drains nothing holds the DuckDB file, so analysts' reads work.
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipelines.configuration import WorkspaceEntry
 from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, failure_reason
@@ -56,6 +61,7 @@ class DrainResult:
     records: int = 0  # shipments and contacts read
     requests: int = 0
     reason: str | None = None
+    warnings: list[str] = field(default_factory=list)  # said by the receiver's log
 
     def line(self) -> str:
         """One line for the receiver's log."""
@@ -126,6 +132,7 @@ def drain_workspace(
     if result.outcome == Outcome.COMPLETED and control.reason is not None:
         result.outcome, result.reason = str(Outcome.STOPPED), str(control.reason)
     result.requests = control.stats.requests
+    result.warnings = list(control.stats.warnings)
     inbox.record_drain(
         DrainRecord(
             entry.name,
@@ -165,7 +172,7 @@ def _load(
         folder = held.enter_context(warehouse.workspace_session(workspace_id, brief=HOLD))
         pipeline = make_pipeline(warehouse, workspace_id, folder)
         steps = LoadSteps()
-        info = steps.run(pipeline, source, control.stats)
+        info = steps.run(pipeline, connection, source, control.stats)
         record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
     inbox.remember_drained(workspace_id, seen.digests)
     result.records = sum(len(ids) for ids in named.values())

@@ -114,3 +114,5 @@ def _say(result: DrainResult) -> None:
         output.info(f"webhooks: {result.line()}")
     else:
         output.warning(f"webhooks: {result.line()}")
+    for warning in result.warnings:
+        output.warning(f"webhooks: workspace {result.workspace}: {warning}")

@@ -142,7 +142,14 @@ def test_a_change_that_needs_the_data_again_stops_in_one_line_until_a_full_refre
     (line,) = error_lines(back.stderr)
     assert "signing-etl load --full-refresh" in line
     assert "Traceback" not in back.stderr
-    assert duckdb_contents(warehouse) == before  # nothing written
+    after = duckdb_contents(warehouse)
+    refusal = after.pop("raw._signing_runs")  # the refused run is recorded, for `status`
+    assert after == {table: rows for table, rows in before.items() if table != "raw._signing_runs"}
+    assert (
+        refusal.count('"outcome": "failed"')
+        == before["raw._signing_runs"].count('"outcome": "failed"') + 1
+    )
+    assert "signing-etl load --full-refresh" in refusal
     other_key = {**MINIMAL, "SOURCES__SIGNING__PRIVACY__HASH_KEY": "another-key-0123456789"}
     rekeyed = cli(running, tmp_path, "load", "--duckdb", str(warehouse), **other_key)
     assert rekeyed.returncode == 1

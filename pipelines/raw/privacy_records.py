@@ -2,7 +2,8 @@
 workspace's rows are under (`raw._signing_privacy`: the action on every personal column and the
 id of the hash key, never the key), and the erasures `signing-etl forget` made
 (`raw._signing_erasures`: a keyed hash of the address, never the address), which every later
-load honours. Both are written with plain SQL through dlt's SQL client, like the run records.
+load honours. Both are written with plain SQL through dlt's SQL client, like the run records;
+every writer of rows reads them through the gate (`privacy_gate`).
 """
 
 from __future__ import annotations
