@@ -15,9 +15,10 @@ from dbt.artifacts.schemas.results import NodeStatus
 from dbt.artifacts.schemas.run import RunExecutionResult
 from dbt.cli.main import dbtRunner
 
+from pipelines.shipped import shipped
 from pipelines.warehouse import DbtTarget, Warehouse
 
-PROJECT_DIR = Path(__file__).resolve().parents[2] / "models"
+PROJECT_DIR = shipped("models")
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,11 @@ from pipelines.configuration import DEFAULT_NAME
 from pipelines.errors import ReportError, WarehouseError, first_line
 from pipelines.raw import run_records
 from pipelines.report.page import notebook_html
+from pipelines.shipped import shipped
 from pipelines.status.read import recorded_runs
 from pipelines.warehouse import LoadedWorkspace, Warehouse
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOKS_DIR = shipped("notebooks")
 FUNNEL_NOTEBOOK = NOTEBOOKS_DIR / "signing_funnel.ipynb"
 DEFAULT_REPORTS_DIR = Path("reports")
 MARTS = (
