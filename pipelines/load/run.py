@@ -259,8 +259,11 @@ class _Run:
         codes = [reason.exit_code if reason else EXIT_DONE, EXIT_FAILED if refused else EXIT_DONE]
         stopped = "; ".join(filter(None, [refused, self.control.stats.stop_reason])) or None
         result = self.result(worst_exit_code(codes), stopped, steps, info, decided, marked)
-        if ledger is not None:  # what the webhooks missed and brought, then their inbox settled
-            result.missed_by_webhooks, result.brought_by_webhooks = ledger.counts()
+        # What the webhooks missed and brought, then their inbox settled. A full refresh reads
+        # every record again, not only the changes, so it counts nothing as missed.
+        if ledger is not None:
+            if not self.options.full_refresh:
+                result.missed_by_webhooks, result.brought_by_webhooks = ledger.counts()
             ledger.settle(result.exit_code == EXIT_DONE, info.loads_ids if info else [])
         record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
         self.record(pipeline, result)

@@ -92,3 +92,18 @@ def test_dropped_deliveries_are_caught_by_the_next_poll_and_counted_as_missed(
     assert f"webhooks: {len(dropped)} changed shipments and contacts had been missed" in (
         shown.stdout
     )
+
+    # A full refresh reads every record again, not only the changes: none is counted as missed,
+    # and status keeps the count of the last poll that compared.
+    refresh = run_cli([*load_args(warehouse), "--full-refresh"], cwd=tmp_path, env=env)
+    assert refresh.returncode == 0, describe(refresh)
+    assert "missed" not in refresh.stderr, describe(refresh)
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        last = db.execute(
+            "select missed_by_webhooks from raw._signing_runs order by started_at desc limit 1"
+        ).fetchone()
+    assert last == (None,)
+    shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
+    assert f"webhooks: {len(dropped)} changed shipments and contacts had been missed" in (
+        shown.stdout
+    )
