@@ -3,7 +3,7 @@ one JSON document for a monitor, or as a freshness check that exits 1."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import typer
 
@@ -19,6 +19,7 @@ from pipelines.console.options import (
 )
 from pipelines.console.output import printable
 from pipelines.errors import SigningEtlError
+from pipelines.status.alerts import announce, healths
 from pipelines.status.display import print_document, print_status, stale_workspaces
 from pipelines.status.read import read_status
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
@@ -34,7 +35,8 @@ def status_command(
     """Show each workspace of a warehouse as its operator needs it: last run and last success,
     how recent its data is, its cursors' lag, requests and 429s against the service's limits,
     failed and stopped runs of the last days with their reasons, cursors and rows. `--check`
-    exits 1 naming the workspaces not loaded within `--max-age-hours`."""
+    exits 1 naming the workspaces not loaded within `--max-age-hours`, and tells `[alerts] urls`
+    of each workspace whose health changed since the last check."""
     if output_format not in ("table", "json"):
         raise fail("--format must be table or json")
     warehouse = warehouse_named(duckdb, destination)
@@ -45,9 +47,11 @@ def status_command(
     except Exception as error:  # a locked or foreign file: say so in one line
         raise fail(f"cannot read {duckdb}: {printable(str(error))}") from None
     if check:
-        stale = stale_workspaces(found, timedelta(hours=max_age_hours), _configured_names())
+        max_age, configured = timedelta(hours=max_age_hours), _configured_names()
+        stale = stale_workspaces(found, max_age, configured)
         for line in stale:
             output.error(line)
+        announce(warehouse, healths(found, max_age, configured, datetime.now(UTC)))
         raise typer.Exit(1 if stale else 0)
     if output_format == "json":
         print_document(found)

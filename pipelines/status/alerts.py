@@ -1,0 +1,149 @@
+"""Alerts when a workspace's health changes: `status --check` works out each workspace's health
+(ok, failed, stale), compares it with the health it last told, and sends one notification per
+change (failed, stale, recovered) to every URL in `[alerts] urls`, through Apprise (Slack,
+e-mail, Teams, a plain JSON webhook and dozens more, each by its URL scheme). A workspace that
+stays failed is told once, not at every hourly check.
+
+What was last told is kept beside the warehouse (`.<name>.alerts.json`), written after the
+notifications were handed over. The URLs carry the services' tokens, so they are read from
+dlt's configuration (`.dlt/secrets.toml` or the environment: `ALERTS__URLS`) and never shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+
+import dlt
+
+from pipelines.console import output
+from pipelines.outcome import Outcome
+from pipelines.status.read import Status
+from pipelines.warehouse import Warehouse
+
+
+class Health(StrEnum):
+    """A workspace's health as an alert names it."""
+
+    OK = "ok"
+    FAILED = "failed"  # its last run failed
+    STALE = "stale"  # nothing loaded within the allowed age (or never)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A workspace whose health is not the one last told."""
+
+    workspace: str
+    was: Health | None  # None: never told (a workspace seen for the first time)
+    now: Health
+    why: str
+
+    @property
+    def text(self) -> str:
+        if self.now is Health.OK:
+            return f"workspace {self.workspace} recovered: loaded again"
+        return f"workspace {self.workspace} is {self.now}: {self.why}"
+
+
+def alert_urls() -> list[str]:
+    """The configured notification URLs (`[alerts] urls`), none when not configured."""
+    for provider in (dlt.secrets, dlt.config):
+        urls: object = provider.get("alerts.urls")
+        if isinstance(urls, str) and urls.strip().startswith("["):
+            urls = json.loads(urls)  # a TOML or JSON list given as one environment value
+        if isinstance(urls, str) and urls:
+            return [urls]  # Apprise takes several, separated by commas or spaces
+        if isinstance(urls, list) and urls:
+            return [str(url) for url in urls]
+    return []
+
+
+def healths(
+    found: Status, max_age: timedelta, configured: Iterable[str], now: datetime
+) -> dict[str, tuple[Health, str]]:
+    """Each workspace's health and why: its last run failed, nothing loaded within `max_age`,
+    or ok; a configured workspace that never loaded is stale."""
+    result: dict[str, tuple[Health, str]] = {}
+    for workspace in found.workspaces:
+        last, age = workspace.last_run, workspace.age(now)
+        if last is not None and last.outcome is Outcome.FAILED:
+            result[workspace.label] = (Health.FAILED, last.stop_reason or "its last run failed")
+        elif age is None or age > max_age:
+            result[workspace.label] = (Health.STALE, "nothing loaded within the allowed age")
+        else:
+            result[workspace.label] = (Health.OK, "")
+    for name in configured:
+        result.setdefault(name, (Health.STALE, "never loaded"))
+    return result
+
+
+def changes(told: dict[str, str], current: dict[str, tuple[Health, str]]) -> list[Change]:
+    """The workspaces whose health differs from what was told; a workspace first seen healthy
+    is no news."""
+    found = []
+    for workspace, (health, why) in sorted(current.items()):
+        was = Health(told[workspace]) if told.get(workspace) in set(Health) else None
+        if health is not was and not (was is None and health is Health.OK):
+            found.append(Change(workspace, was, health, why))
+    return found
+
+
+def announce(warehouse: Warehouse, current: dict[str, tuple[Health, str]]) -> list[Change]:
+    """Notify every configured URL of the workspaces whose health changed since the last
+    announcement, and remember what was told; the changes (none sent when no URL is set)."""
+    urls = alert_urls()
+    if not urls:
+        return []
+    ledger = _ledger_path(warehouse)
+    told = _read(ledger)
+    news = changes(told, current)
+    if news and not _notify(urls, news):
+        return news  # not told: tried again at the next check
+    _write(ledger, {name: str(health) for name, (health, _) in current.items()})
+    return news
+
+
+def _notify(urls: list[str], news: list[Change]) -> bool:
+    """Hand the changes to Apprise, one notification each; False when any URL refused."""
+    import apprise  # only when alerts are configured: its plugins take a while to load
+
+    sender = apprise.Apprise()
+    for url in urls:
+        if not sender.add(url):
+            output.warning("alerts: a URL in [alerts] urls is not one Apprise knows; skipped")
+    delivered = True
+    for change in news:
+        kind = apprise.NotifyType.SUCCESS if change.now is Health.OK else apprise.NotifyType.FAILURE
+        if not sender.notify(title="signing-etl", body=change.text, notify_type=kind):
+            delivered = False
+    if not delivered:
+        output.warning("alerts: a notification was not delivered; it is sent again next time")
+    return delivered
+
+
+def _ledger_path(warehouse: Warehouse) -> Path:
+    return warehouse.path.parent / f".{warehouse.path.stem}.alerts.json"
+
+
+def _read(path: Path) -> dict[str, str]:
+    try:
+        told = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in told.items()} if isinstance(told, dict) else {}
+
+
+def _write(path: Path, told: dict[str, str]) -> None:
+    """Replace the ledger whole (a reader never sees half of it)."""
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        partial.write_text(json.dumps(told, sort_keys=True))
+        os.replace(partial, path)
+    except OSError as error:
+        output.warning(f"alerts: cannot remember what was told in {path}: {error.strerror}")
