@@ -1,6 +1,7 @@
 """The warehouse's state for its operator, in layer order: `read` (each workspace's runs,
 cursors, rows and freshness, read without writing), `display` (tables, one JSON document, the
-freshness check) and `cli` (`signing-etl status`)."""
+freshness check), `alerts` (a notification when a workspace's health changes) and `cli`
+(`signing-etl status`)."""
 
 from __future__ import annotations
 
