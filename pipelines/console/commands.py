@@ -4,12 +4,14 @@ the app that registers them."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
 
 from pipelines.console import output
-from pipelines.errors import SigningEtlError
+from pipelines.errors import AlreadyRunning, SigningEtlError
 from pipelines.warehouse import DEFAULT_DESTINATION, Warehouse
 
 
@@ -25,3 +27,14 @@ def warehouse_named(path: Path, destination: str = DEFAULT_DESTINATION) -> Wareh
         return Warehouse.at(path, destination)
     except SigningEtlError as error:
         raise fail(str(error)) from None
+
+
+@contextlib.contextmanager
+def busy_is_a_stop() -> Iterator[None]:
+    """A warehouse another run held for longer than this one waits: a stop (exit 75), said in
+    one line naming the holder, so that the scheduler tries again later."""
+    try:
+        yield
+    except AlreadyRunning as error:
+        output.warning(f"stopped: {error}", exit_code=error.exit_code)
+        raise typer.Exit(error.exit_code) from None

@@ -9,7 +9,7 @@ import typer
 
 from pipelines.configuration import WorkspaceEntry, choose, configured_workspaces
 from pipelines.console import output
-from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.commands import busy_is_a_stop, fail, warehouse_named
 from pipelines.console.options import (
     AllowMassDeleteOption,
     FullRefreshOption,
@@ -70,24 +70,33 @@ def load_command(
     entries = _workspaces_to_load(warehouse, workspace or [], chosen)
     options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
     several = len(entries) > 1
-    loads = load_workspaces(
-        entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)
-    )
-    if several:
-        output.set_run_id(None)  # the lines about all workspaces belong to no one run
-        workspaces_summary(loads, len(entries))
-    elif loads[0].result is None:  # one workspace that loaded nothing: its line is the end
+    # One run: the workspaces and their models are published together, once.
+    with busy_is_a_stop(), warehouse.publishing():
+        loads = load_workspaces(
+            entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)
+        )
+        if several:
+            output.set_run_id(None)  # the lines about all workspaces belong to no one run
+            workspaces_summary(loads, len(entries))
+        _build_models_after(warehouse, loads, no_models)
+    if not several and loads[0].result is None:  # loaded nothing: its line is the end
         _leave(loads[0])
-    signalled = any(is_signal(load.code) for load in loads)
-    if signalled and not no_models:
-        output.warning("the models are not built after a signal; the next run builds them")
-    elif not no_models and any(load.result for load in loads):
-        build_models_or_fail(warehouse)  # after a stop on purpose too: marts of what is whole
     code = worst_exit_code(load.code for load in loads)
     if not several and code:
         _leave(loads[0])
     if code:
         raise typer.Exit(code)
+
+
+def _build_models_after(warehouse: Warehouse, loads: list[WorkspaceLoad], no_models: bool) -> None:
+    """The models, after any load that loaded something (a stop on purpose too: marts of what
+    is whole), but not after a signal."""
+    if no_models:
+        return
+    if any(is_signal(load.code) for load in loads):
+        output.warning("the models are not built after a signal; the next run builds them")
+    elif any(load.result for load in loads):
+        build_models_or_fail(warehouse)
 
 
 def _workspaces_to_load(

@@ -5,6 +5,7 @@ read-only reader (any destination), never writing."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -128,6 +129,19 @@ def _loaded(run: RunRecord) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class RunningLoad:
+    """A run holding the warehouse's lock: what its lock file says of it."""
+
+    pid: int | None
+    since: str | None
+
+    @classmethod
+    def parse(cls, held: str) -> RunningLoad:
+        pid, since = re.search(r"pid (\d+)", held), re.search(r"since (\S+)", held)
+        return cls(int(pid[1]) if pid else None, since[1] if since else None)
+
+
 @dataclass
 class Status:
     """What `signing-etl status` shows: the warehouse's runs and each workspace."""
@@ -136,6 +150,13 @@ class Status:
     runs: list[RunRecord]  # newest first, of every workspace
     workspaces: list[WorkspaceStatus]
     erasures: int = 0  # people erased with `signing-etl forget`
+    running: RunningLoad | None = None  # a run holding the warehouse while it was read
+
+    @property
+    def running_line(self) -> str | None:
+        """`a load is running since T (pid N)`, when one is."""
+        held = self.running
+        return f"a load is running since {held.since} (pid {held.pid})" if held else None
 
     @property
     def last_run(self) -> RunRecord | None:
@@ -181,8 +202,11 @@ class Status:
 def read_status(warehouse: Warehouse | Path) -> Status:
     """Every workspace's runs, cursors and rows, read without writing."""
     place = Warehouse.of(warehouse)
+    held = place.running()  # asked first: a run that ends meanwhile has published already
     with place.reader() as client:
-        return _status_through(client, place.path)
+        found = _status_through(client, place.path)
+    found.running = RunningLoad.parse(held) if held else None
+    return found
 
 
 def recorded_runs(warehouse: Warehouse) -> list[RunRecord]:
