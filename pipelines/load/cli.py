@@ -3,13 +3,15 @@ side, say how each ended, build the models, and exit with the worst outcome's co
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
 from typing import Annotated, NoReturn
 
 import typer
 
 from pipelines.configuration import WorkspaceEntry, choose, configured_workspaces
 from pipelines.console import output
-from pipelines.console.commands import busy_is_a_stop, fail, warehouse_named
+from pipelines.console.commands import fail, warehouse_named
 from pipelines.console.options import (
     AllowMassDeleteOption,
     FullRefreshOption,
@@ -22,12 +24,13 @@ from pipelines.console.options import (
     WarehouseFile,
     WorkspacesOption,
 )
-from pipelines.errors import EXPECTED_FAILURES, failure_reason
+from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, failure_reason
 from pipelines.load.display import CliWatcher, workspaces_summary
 from pipelines.load.run import LoadOptions
 from pipelines.load.workspaces import WorkspaceLoad, in_turns, load_workspaces
 from pipelines.modeling.cli import build_models_or_fail
 from pipelines.outcome import Outcome, is_signal, worst_exit_code
+from pipelines.raw.run_records import RunRecord, journal_run
 from pipelines.status.read import last_attempts
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
 from sources.signing import chosen_resources, parse_iso
@@ -70,15 +73,18 @@ def load_command(
     entries = _workspaces_to_load(warehouse, workspace or [], chosen)
     options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
     several = len(entries) > 1
-    # One run: the workspaces and their models are published together, once.
-    with busy_is_a_stop(), warehouse.publishing():
-        loads = load_workspaces(
-            entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)
-        )
-        if several:
-            output.set_run_id(None)  # the lines about all workspaces belong to no one run
-            workspaces_summary(loads, len(entries))
-        _build_models_after(warehouse, loads, no_models)
+    started = datetime.now(UTC)
+    try:  # one run: the workspaces and their models are published together, once
+        with warehouse.publishing():
+            loads = load_workspaces(
+                entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)
+            )
+            if several:
+                output.set_run_id(None)  # the lines about all workspaces belong to no one run
+                workspaces_summary(loads, len(entries))
+            _build_models_after(warehouse, loads, no_models)
+    except AlreadyRunning as busy:
+        _stop_as_busy(warehouse, entries, started, busy)
     if not several and loads[0].result is None:  # loaded nothing: its line is the end
         _leave(loads[0])
     code = worst_exit_code(load.code for load in loads)
@@ -86,6 +92,28 @@ def load_command(
         _leave(loads[0])
     if code:
         raise typer.Exit(code)
+
+
+def _stop_as_busy(
+    warehouse: Warehouse, entries: list[WorkspaceEntry], started: datetime, busy: AlreadyRunning
+) -> NoReturn:
+    """Another run held the warehouse for longer than this one waits: each workspace's run
+    is journaled as stopped (`status` shows it), and the command stops with exit 75."""
+    for entry in entries:
+        journal_run(
+            warehouse,
+            RunRecord(
+                run_id=uuid.uuid4().hex[:12],
+                workspace_id=None,
+                workspace_name=entry.name,
+                started_at=started,
+                finished_at=datetime.now(UTC),
+                outcome=Outcome.STOPPED,
+                stop_reason=str(busy),
+            ),
+        )
+    output.warning(f"stopped: {busy}", exit_code=busy.exit_code)
+    raise typer.Exit(busy.exit_code)
 
 
 def _build_models_after(warehouse: Warehouse, loads: list[WorkspaceLoad], no_models: bool) -> None:

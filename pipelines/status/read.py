@@ -19,6 +19,7 @@ from pipelines.raw.run_records import (
     RunRecord,
     configured_names,
     configured_workspaces,
+    journaled_runs,
     read_runs,
 )
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
@@ -204,7 +205,7 @@ def read_status(warehouse: Warehouse | Path) -> Status:
     place = Warehouse.of(warehouse)
     held = place.running()  # asked first: a run that ends meanwhile has published already
     with place.reader() as client:
-        found = _status_through(client, place.path)
+        found = _status_through(client, place.path, journaled_runs(place))
     found.running = RunningLoad.parse(held) if held else None
     return found
 
@@ -228,10 +229,11 @@ def last_attempts(warehouse: Warehouse) -> dict[str, datetime]:
     return began
 
 
-def _status_through(client: SqlClient, warehouse: Path) -> Status:
-    """`status` through any backend's SQL client."""
+def _status_through(client: SqlClient, warehouse: Path, journaled: list[RunRecord]) -> Status:
+    """`status` through any backend's SQL client, with the runs only the journal holds."""
     columns = columns_by_table(client)
-    runs = _attributed(read_runs(client, columns))
+    recorded = read_runs(client, columns) + journaled
+    runs = _attributed(sorted(recorded, key=lambda run: run.started_at, reverse=True))
     counts = _counts_by_workspace(client, columns)
     newest = _newest_changes(client, columns)
     names_by_id: dict[str, str | None] = {w.id: w.name for w in loaded_workspaces(client)}

@@ -138,6 +138,11 @@ class Warehouse(ModelsPlace):
         return _published.working_file(self.path) if self.is_file else self.path
 
     @property
+    def journal_path(self) -> Path:
+        """Records of runs that could not write the warehouse (it was busy), for `status`."""
+        return _published.working_folder(self.path) / "unrecorded_runs.jsonl"
+
+    @property
     def webhooks_dir(self) -> Path:
         """The webhook receiver's inbox and secrets: beside the warehouse, never in it."""
         return self.path.parent / f".{self.path.stem}.webhooks"
