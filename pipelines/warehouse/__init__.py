@@ -23,7 +23,6 @@ from pipelines.errors import (
     QueryRefused,
     WarehouseError,
     WarehouseMissing,
-    first_line,
 )
 
 from . import _duckdb, _published
@@ -39,6 +38,7 @@ from ._ddl import catalog_changes, ensure_datasets, ensure_table
 from ._lock import held_lock, holder
 from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
 from ._postgres import POSTGRES, read_only_statement
+from ._report import ReportPlace
 from ._rows import batches, insert_rows
 
 DEFAULT_DESTINATION = _duckdb.DUCKDB
@@ -72,7 +72,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Warehouse(ModelsPlace):
+class Warehouse(ModelsPlace, ReportPlace):
     """Where a team's signing data lives: a DuckDB file (`path`), or another dlt destination
     whose local working folders live beside `path`."""
 
@@ -378,26 +378,6 @@ class Warehouse(ModelsPlace):
         except Exception:  # no warehouse, no dataset, a file that is not DuckDB: nothing loaded
             return []
 
-    # ------------------------------------------------------------------ the report's copy
-
-    def marts_missing(self, marts: Sequence[str]) -> str | None:
-        """Why the marts cannot be reported on, in one line; None when every one exists."""
-        if self.is_file and not self.path.is_file():
-            return f"no warehouse at {self.path}; run `signing-etl load` (or `signing-etl demo`)"
-        try:
-            with self.reader() as client:
-                found = tables_in(client, "marts")
-        except WarehouseError as error:
-            return str(error)
-        missing = [name for name in marts if name not in found]
-        if missing:
-            where = f"--duckdb {self.path}" if self.is_file else f"--destination {self.destination}"
-            return (
-                f"{self.label} has no marts ({', '.join(missing)} missing); "
-                f"run `signing-etl models {where}`"
-            )
-        return None
-
     @contextlib.contextmanager
     def local_copy(self, tables: Sequence[tuple[str, str]]) -> Iterator[Warehouse]:
         """A DuckDB warehouse holding `tables` (schema, name) for local readers such as the
@@ -407,21 +387,3 @@ class Warehouse(ModelsPlace):
             return
         with tempfile.TemporaryDirectory() as folder:
             yield Warehouse.at(self.copy_into(Path(folder) / self.path.name, tables))
-
-    def copy_into(self, into: Path, tables: Sequence[tuple[str, str]]) -> Path:
-        """A new DuckDB file `into` with `tables` (schema, name) of this warehouse, read
-        through the destination's own connection; they are small, aggregated tables.
-
-        Raises:
-            WarehouseError: the destination cannot be read or lacks a table (one line).
-        """
-        try:
-            with self.sql_client() as client:
-                _duckdb.copy_tables(client, into, tables)
-        except Exception as error:  # the destination's own message, in one line
-            raise WarehouseError(
-                f"cannot read the marts of the {self.destination} destination: "
-                f"{first_line(error)}; run `signing-etl models --destination "
-                f"{self.destination}` after a load"
-            ) from None
-        return into
