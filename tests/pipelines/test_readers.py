@@ -7,6 +7,7 @@ pipeline's working file, naming the running load."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from tests.support import (
     client_for,
     describe,
     differences,
+    load_args,
     run_cli,
     served,
     start_cli,
@@ -197,3 +199,35 @@ def test_status_answers_while_a_load_holds_the_working_file(
     assert found["workspaces"][0]["last_run"]["run_id"] == published_runs  # the last published
     assert check.returncode == 0, describe(check)
     assert f"(pid {load.pid})" in check.stderr
+
+
+def test_a_warehouse_written_in_place_by_an_earlier_version_seeds_the_working_file(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running, warehouse = first_load(make_sandbox, tmp_path, "--no-models")
+    shutil.rmtree(Warehouse.at(warehouse).working_path.parent)  # as an earlier version left it
+    admin(running, "POST", "/advance", {"days": 1})
+
+    again = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
+
+    assert again.returncode == 0, describe(again)
+    assert differences(warehouse, running.store) == {}
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        (runs,) = db.execute("select count(*) from raw._signing_runs").fetchone() or (0,)
+    assert runs == 2  # the earlier history is carried over, not started afresh
+
+
+def test_a_published_file_removed_by_hand_starts_the_warehouse_afresh(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running, warehouse = first_load(make_sandbox, tmp_path, "--no-models")
+    warehouse.unlink()
+    shutil.rmtree(Warehouse.at(warehouse).pipelines_dir)  # dlt's local state, as a user would
+
+    again = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
+
+    assert again.returncode == 0, describe(again)
+    assert differences(warehouse, running.store) == {}
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        (runs,) = db.execute("select count(*) from raw._signing_runs").fetchone() or (0,)
+    assert runs == 1  # the working file of the removed warehouse did not come back
