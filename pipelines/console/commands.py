@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from pipelines.console import output
-from pipelines.errors import AlreadyRunning, SigningEtlError
+from pipelines.errors import AlreadyRunning, SigningEtlError, WarehouseError
 from pipelines.warehouse import DEFAULT_DESTINATION, Warehouse
 
 
@@ -30,11 +30,14 @@ def warehouse_named(path: Path, destination: str = DEFAULT_DESTINATION) -> Wareh
 
 
 @contextlib.contextmanager
-def busy_is_a_stop() -> Iterator[None]:
-    """A warehouse another run held for longer than this one waits: a stop (exit 75), said in
-    one line naming the holder, so that the scheduler tries again later."""
+def warehouse_run_errors(prefix: str = "") -> Iterator[None]:
+    """What holding a warehouse for a run can end with, in one line: another run held it for
+    longer than this one waits (a stop, exit 75, naming the holder, so that the scheduler tries
+    again later), or it cannot be used or published (a failure, after `prefix`)."""
     try:
         yield
     except AlreadyRunning as error:
         output.warning(f"stopped: {error}", exit_code=error.exit_code)
         raise typer.Exit(error.exit_code) from None
+    except WarehouseError as error:
+        raise fail(f"{prefix}{error}") from None

@@ -24,7 +24,7 @@ from pipelines.console.options import (
     WarehouseFile,
     WorkspacesOption,
 )
-from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, failure_reason
+from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, WarehouseError, failure_reason
 from pipelines.load.display import CliWatcher, workspaces_summary
 from pipelines.load.run import LoadOptions
 from pipelines.load.workspaces import WorkspaceLoad, in_turns, load_workspaces
@@ -85,6 +85,8 @@ def load_command(
             _build_models_after(warehouse, loads, no_models)
     except AlreadyRunning as busy:
         _stop_as_busy(warehouse, entries, started, busy)
+    except WarehouseError as error:  # a place no run can use, or a publish that failed
+        raise fail(failure_reason(error)) from None
     if not several and loads[0].result is None:  # loaded nothing: its line is the end
         _leave(loads[0])
     code = worst_exit_code(load.code for load in loads)

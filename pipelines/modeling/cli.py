@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pipelines.console import output
-from pipelines.console.commands import busy_is_a_stop, fail, warehouse_named
+from pipelines.console.commands import fail, warehouse_named, warehouse_run_errors
 from pipelines.console.options import WarehouseDestination, WarehouseFile
 from pipelines.errors import SigningEtlError
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
@@ -35,7 +35,7 @@ def build_models_or_fail(warehouse: Warehouse, select: str | None = None) -> Mod
     )
 
     # One run: published only when the build succeeded (an outer run, a load's, publishes).
-    with busy_is_a_stop(), warehouse.publishing():
+    with warehouse_run_errors("models: "), warehouse.publishing():
         try:
             warehouse.check_for_models()
             output.info("Building the models (dbt)…")

@@ -226,7 +226,7 @@ class Warehouse(ModelsPlace, ReportPlace):
         an existing working file held open for it (dlt's seven connections then share it)."""
         with self.publishing(brief=brief):
             if self.is_file:
-                with _duckdb.held_open(self.working_path):
+                with _duckdb.held_open(self.working_path, shown=self.path):
                     yield
             else:
                 yield

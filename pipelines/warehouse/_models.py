@@ -66,7 +66,7 @@ class ModelsPlace:
                 f"no warehouse at {self.path}: load it first (`signing-etl load`), or point "
                 "--duckdb at an existing one"
             )
-        problem = _duckdb.models_problem(self.working_path, self.dbt_dir)
+        problem = _duckdb.models_problem(self.working_path, self.dbt_dir, shown=self.path)
         if problem:
             raise ModelsError(problem)
 
