@@ -203,7 +203,9 @@ def status_document(found: Status, now: datetime | None = None) -> dict[str, Any
         "workspaces": [_workspace_document(w, now) for w in found.workspaces],
         "erasures": found.erasures,
         "running": (
-            {"pid": found.running.pid, "since": found.running.since} if found.running else None
+            {"pid": found.running.pid, "since": found.running.since, "what": found.running.what}
+            if found.running
+            else None
         ),
     }
 

@@ -136,11 +136,15 @@ class RunningLoad:
 
     pid: int | None
     since: str | None
+    what: str = "load"  # or what a brief hold names itself: "webhook drain"
 
     @classmethod
     def parse(cls, held: str) -> RunningLoad:
         pid, since = re.search(r"pid (\d+)", held), re.search(r"since (\S+)", held)
-        return cls(int(pid[1]) if pid else None, since[1] if since else None)
+        brief = re.match(r"brief hold: ([^,]+),", held)
+        return cls(
+            int(pid[1]) if pid else None, since[1] if since else None, brief[1] if brief else "load"
+        )
 
 
 @dataclass
@@ -157,7 +161,7 @@ class Status:
     def running_line(self) -> str | None:
         """`a load is running since T (pid N)`, when one is."""
         held = self.running
-        return f"a load is running since {held.since} (pid {held.pid})" if held else None
+        return f"a {held.what} is running since {held.since} (pid {held.pid})" if held else None
 
     @property
     def last_run(self) -> RunRecord | None:
