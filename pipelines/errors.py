@@ -48,7 +48,10 @@ class WarehouseMissing(WarehouseError, FileNotFoundError):
 
 
 class AlreadyRunning(WarehouseError):
-    """Another run holds the warehouse's (or the workspace's) lock."""
+    """Another run holds the warehouse's (or the workspace's) lock, and held it for longer
+    than a run waits: a busy resource, stopped on (exit 75) and tried again later."""
+
+    exit_code = 75
 
 
 class LegacyStateError(WarehouseError):

@@ -3,6 +3,8 @@ side, say how each ended, build the models, and exit with the worst outcome's co
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
 from typing import Annotated, NoReturn
 
 import typer
@@ -22,12 +24,13 @@ from pipelines.console.options import (
     WarehouseFile,
     WorkspacesOption,
 )
-from pipelines.errors import EXPECTED_FAILURES, failure_reason
+from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, WarehouseError, failure_reason
 from pipelines.load.display import CliWatcher, workspaces_summary
 from pipelines.load.run import LoadOptions
 from pipelines.load.workspaces import WorkspaceLoad, in_turns, load_workspaces
 from pipelines.modeling.cli import build_models_or_fail
 from pipelines.outcome import Outcome, is_signal, worst_exit_code
+from pipelines.raw.run_records import RunRecord, journal_run
 from pipelines.status.read import last_attempts
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
 from sources.signing import chosen_resources, parse_iso
@@ -70,24 +73,60 @@ def load_command(
     entries = _workspaces_to_load(warehouse, workspace or [], chosen)
     options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
     several = len(entries) > 1
-    loads = load_workspaces(
-        entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)
-    )
-    if several:
-        output.set_run_id(None)  # the lines about all workspaces belong to no one run
-        workspaces_summary(loads, len(entries))
-    elif loads[0].result is None:  # one workspace that loaded nothing: its line is the end
+    started = datetime.now(UTC)
+    try:  # one run: the workspaces and their models are published together, once
+        with warehouse.publishing():
+            loads = load_workspaces(
+                entries, warehouse, options, parallel=parallel, watcher=CliWatcher(several)
+            )
+            if several:
+                output.set_run_id(None)  # the lines about all workspaces belong to no one run
+                workspaces_summary(loads, len(entries))
+            _build_models_after(warehouse, loads, no_models)
+    except AlreadyRunning as busy:
+        _stop_as_busy(warehouse, entries, started, busy)
+    except WarehouseError as error:  # a place no run can use, or a publish that failed
+        raise fail(failure_reason(error)) from None
+    if not several and loads[0].result is None:  # loaded nothing: its line is the end
         _leave(loads[0])
-    signalled = any(is_signal(load.code) for load in loads)
-    if signalled and not no_models:
-        output.warning("the models are not built after a signal; the next run builds them")
-    elif not no_models and any(load.result for load in loads):
-        build_models_or_fail(warehouse)  # after a stop on purpose too: marts of what is whole
     code = worst_exit_code(load.code for load in loads)
     if not several and code:
         _leave(loads[0])
     if code:
         raise typer.Exit(code)
+
+
+def _stop_as_busy(
+    warehouse: Warehouse, entries: list[WorkspaceEntry], started: datetime, busy: AlreadyRunning
+) -> NoReturn:
+    """Another run held the warehouse for longer than this one waits: each workspace's run
+    is journaled as stopped (`status` shows it), and the command stops with exit 75."""
+    for entry in entries:
+        journal_run(
+            warehouse,
+            RunRecord(
+                run_id=uuid.uuid4().hex[:12],
+                workspace_id=None,
+                workspace_name=entry.name,
+                started_at=started,
+                finished_at=datetime.now(UTC),
+                outcome=Outcome.STOPPED,
+                stop_reason=str(busy),
+            ),
+        )
+    output.warning(f"stopped: {busy}", exit_code=busy.exit_code)
+    raise typer.Exit(busy.exit_code)
+
+
+def _build_models_after(warehouse: Warehouse, loads: list[WorkspaceLoad], no_models: bool) -> None:
+    """The models, after any load that loaded something (a stop on purpose too: marts of what
+    is whole), but not after a signal."""
+    if no_models:
+        return
+    if any(is_signal(load.code) for load in loads):
+        output.warning("the models are not built after a signal; the next run builds them")
+    elif any(load.result for load in loads):
+        build_models_or_fail(warehouse)
 
 
 def _workspaces_to_load(

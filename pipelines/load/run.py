@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import dlt
 from dlt.common.pipeline import LoadInfo
 
-from pipelines.errors import SigningEtlError, WarehouseError, failure_reason
+from pipelines.errors import AlreadyRunning, SigningEtlError, WarehouseError, failure_reason
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
 from pipelines.privacy.change import PrivacyPlan, apply_privacy, prepare_privacy
 from pipelines.raw.deletions import PipelineRecords, mark_deletions
@@ -31,7 +31,12 @@ from pipelines.raw.pipeline import (
     forget_workspace,
     make_pipeline,
 )
-from pipelines.raw.run_records import RunRecord, record_incomplete_shipments, record_run
+from pipelines.raw.run_records import (
+    RunRecord,
+    journal_run,
+    record_incomplete_shipments,
+    record_run,
+)
 from pipelines.raw.steps import LoadSteps
 from pipelines.warehouse import DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.ledger import Reconciliation
@@ -309,6 +314,9 @@ class _Run:
             return
         code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
         ended = self.result(code, failure_reason(error))
+        if isinstance(error, AlreadyRunning):  # the warehouse was another run's: journaled
+            journal_run(self.warehouse, ended.record(self.control.run_id))
+            return
         through: dlt.Pipeline | Warehouse | None = self.pipeline
         unusable = isinstance(error, WarehouseError) and not error.warehouse_usable
         if through is None and not unusable:

@@ -19,6 +19,7 @@ from pipelines.configuration import WorkspaceEntry
 from pipelines.errors import (
     CONFIGURATION_FAILURES,
     EXPECTED_FAILURES,
+    SigningEtlError,
     WarehouseError,
     failure_reason,
 )
@@ -91,8 +92,9 @@ def load_workspace(
             workspace_name=entry.name,
             settings=entry.settings(),
         )
-    except FATAL_FAILURES as error:
-        return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error), fatal=True)
+    except FATAL_FAILURES as error:  # a busy warehouse (another run's) is a stop, not a failure
+        code = error.exit_code if isinstance(error, SigningEtlError) else EXIT_FAILED
+        return WorkspaceLoad(entry, code, failure_reason(error), fatal=True)
     except RunStopped as error:  # at the first request: nothing fetched, nothing written
         return WorkspaceLoad(entry, error.exit_code, str(error))
     except EXPECTED_FAILURES as error:  # recorded by the run; here its one line

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pipelines.console import output
-from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.commands import fail, warehouse_named, warehouse_run_errors
 from pipelines.console.options import WarehouseDestination, WarehouseFile
 from pipelines.errors import SigningEtlError
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
@@ -28,18 +28,21 @@ def models_command(
 
 def build_models_or_fail(warehouse: Warehouse, select: str | None = None) -> ModelsResult:
     """Run dbt on the warehouse (its dbt target follows the destination); a failure is one line
-    on stderr and exit 1, and the raw data stays as loaded."""
+    on stderr and exit 1, and the raw data stays as loaded (and, on a DuckDB file, unpublished:
+    analysts keep the last consistent copy)."""
     from pipelines.modeling.build import (
         build_models,  # dbt's imports cost seconds: only when building
     )
 
-    try:
-        warehouse.check_for_models()
-        output.info("Building the models (dbt)…")
-        result = build_models(warehouse, select=select)
-    except SigningEtlError as error:
-        raise fail(f"models: {error}") from None
-    if not result.success:
-        raise fail(f"models failed (raw data is loaded and kept): {result.summary}")
+    # One run: published only when the build succeeded (an outer run, a load's, publishes).
+    with warehouse_run_errors("models: "), warehouse.publishing():
+        try:
+            warehouse.check_for_models()
+            output.info("Building the models (dbt)…")
+            result = build_models(warehouse, select=select)
+        except SigningEtlError as error:
+            raise fail(f"models: {error}") from None
+        if not result.success:
+            raise fail(f"models failed (raw data is loaded and kept): {result.summary}")
     output.info(result.summary)
     return result

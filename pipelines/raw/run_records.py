@@ -17,7 +17,7 @@ import dlt
 import orjson
 
 from pipelines.outcome import Outcome
-from pipelines.warehouse import SqlClient, ensure_table, insert_rows
+from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows
 from sources.signing import RunCounters
 
 RUNS_TABLE = "_signing_runs"
@@ -164,3 +164,35 @@ def record_incomplete_shipments(
         client.execute_sql(f"delete from {table} where workspace_id = %s", workspace_id)
         rows = [(workspace_id, shipment) for shipment in ids]
         insert_rows(client, table, ("workspace_id", "shipment_id"), rows, batch=1000)
+
+
+# ---------------------------------------------------------------- runs the warehouse never took
+
+_TIMES = ("started_at", "finished_at", "service_time")
+
+
+def journal_run(warehouse: Warehouse, record: RunRecord) -> None:
+    """Keep the record of a run that could not write the warehouse (another run held it) in
+    the journal beside it, where `status` reads it with the recorded runs."""
+    path = warehouse.journal_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as journal:
+        journal.write(orjson.dumps(record.to_row()) + b"\n")
+
+
+def journaled_runs(warehouse: Warehouse) -> list[RunRecord]:
+    """The runs in the journal beside the warehouse (a line that cannot be read is skipped)."""
+    try:
+        lines = warehouse.journal_path.read_bytes().splitlines()
+    except OSError:  # no journal: no such run
+        return []
+    runs = []
+    for line in lines:
+        try:
+            row = orjson.loads(line)
+            for name in _TIMES:
+                row[name] = datetime.fromisoformat(row[name]) if row.get(name) else None
+            runs.append(RunRecord.from_row(row))
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            continue
+    return runs

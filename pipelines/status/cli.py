@@ -46,6 +46,8 @@ def status_command(
         raise fail(str(error)) from None
     except Exception as error:  # a locked or foreign file: say so in one line
         raise fail(f"cannot read {duckdb}: {printable(str(error))}") from None
+    if found.running_line:
+        output.info(found.running_line)
     if check:
         max_age, configured = timedelta(hours=max_age_hours), _configured_names()
         stale = stale_workspaces(found, max_age, configured)

@@ -25,6 +25,8 @@ def print_status(found: Status, warehouse: Path, now: datetime | None = None) ->
     """The last run, then per workspace who it is and how fresh, its recent runs with the
     reasons of failures and stops, its cursors and its rows."""
     now = now or datetime.now(UTC)
+    if found.running_line:
+        out.print(f"Now: {found.running_line}; what follows is the last published state")
     run = found.last_run
     out.print(f"Last run: {run_line(run)}" if run else "Last run: none recorded")
     workspaces = found.workspaces
@@ -200,6 +202,11 @@ def status_document(found: Status, now: datetime | None = None) -> dict[str, Any
         "generated_at": now.isoformat(),
         "workspaces": [_workspace_document(w, now) for w in found.workspaces],
         "erasures": found.erasures,
+        "running": (
+            {"pid": found.running.pid, "since": found.running.since, "what": found.running.what}
+            if found.running
+            else None
+        ),
     }
 
 

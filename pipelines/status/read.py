@@ -5,6 +5,7 @@ read-only reader (any destination), never writing."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,7 @@ from pipelines.raw.run_records import (
     RunRecord,
     configured_names,
     configured_workspaces,
+    journaled_runs,
     read_runs,
 )
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
@@ -128,6 +130,23 @@ def _loaded(run: RunRecord) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class RunningLoad:
+    """A run holding the warehouse's lock: what its lock file says of it."""
+
+    pid: int | None
+    since: str | None
+    what: str = "load"  # or what a brief hold names itself: "webhook drain"
+
+    @classmethod
+    def parse(cls, held: str) -> RunningLoad:
+        pid, since = re.search(r"pid (\d+)", held), re.search(r"since (\S+)", held)
+        brief = re.match(r"brief hold: ([^,]+),", held)
+        return cls(
+            int(pid[1]) if pid else None, since[1] if since else None, brief[1] if brief else "load"
+        )
+
+
 @dataclass
 class Status:
     """What `signing-etl status` shows: the warehouse's runs and each workspace."""
@@ -136,6 +155,13 @@ class Status:
     runs: list[RunRecord]  # newest first, of every workspace
     workspaces: list[WorkspaceStatus]
     erasures: int = 0  # people erased with `signing-etl forget`
+    running: RunningLoad | None = None  # a run holding the warehouse while it was read
+
+    @property
+    def running_line(self) -> str | None:
+        """`a load is running since T (pid N)`, when one is."""
+        held = self.running
+        return f"a {held.what} is running since {held.since} (pid {held.pid})" if held else None
 
     @property
     def last_run(self) -> RunRecord | None:
@@ -181,8 +207,11 @@ class Status:
 def read_status(warehouse: Warehouse | Path) -> Status:
     """Every workspace's runs, cursors and rows, read without writing."""
     place = Warehouse.of(warehouse)
+    held = place.running()  # asked first: a run that ends meanwhile has published already
     with place.reader() as client:
-        return _status_through(client, place.path)
+        found = _status_through(client, place.path, journaled_runs(place))
+    found.running = RunningLoad.parse(held) if held else None
+    return found
 
 
 def recorded_runs(warehouse: Warehouse) -> list[RunRecord]:
@@ -204,10 +233,11 @@ def last_attempts(warehouse: Warehouse) -> dict[str, datetime]:
     return began
 
 
-def _status_through(client: SqlClient, warehouse: Path) -> Status:
-    """`status` through any backend's SQL client."""
+def _status_through(client: SqlClient, warehouse: Path, journaled: list[RunRecord]) -> Status:
+    """`status` through any backend's SQL client, with the runs only the journal holds."""
     columns = columns_by_table(client)
-    runs = _attributed(read_runs(client, columns))
+    recorded = read_runs(client, columns) + journaled
+    runs = _attributed(sorted(recorded, key=lambda run: run.started_at, reverse=True))
     counts = _counts_by_workspace(client, columns)
     newest = _newest_changes(client, columns)
     names_by_id: dict[str, str | None] = {w.id: w.name for w in loaded_workspaces(client)}

@@ -1,8 +1,9 @@
 """The warehouse: one object, made once from the CLI's or Dagster's options, that owns where the
 data lives and what is done to the place itself (working folders, lock, writability, dlt's
 destination, one read-only reader for every backend, the local copy the report reads). A DuckDB
-file takes one writer; other dlt destinations take concurrent writers and keep their state in
-the database. Nothing else in the project opens DuckDB or asks which destination it is."""
+file takes one writer: runs write a working file and publish a copy of it where analysts read
+(`_published`); other dlt destinations take concurrent writers and keep their state in the
+database. Nothing else in the project opens DuckDB or asks which destination it is."""
 
 from __future__ import annotations
 
@@ -22,10 +23,9 @@ from pipelines.errors import (
     QueryRefused,
     WarehouseError,
     WarehouseMissing,
-    first_line,
 )
 
-from . import _duckdb
+from . import _duckdb, _published
 from ._catalog import (
     LoadedWorkspace,
     SqlClient,
@@ -35,9 +35,10 @@ from ._catalog import (
     tables_in,
 )
 from ._ddl import catalog_changes, ensure_datasets, ensure_table
-from ._lock import held_lock
+from ._lock import held_lock, holder
 from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
 from ._postgres import POSTGRES, read_only_statement
+from ._report import ReportPlace
 from ._rows import batches, insert_rows
 
 DEFAULT_DESTINATION = _duckdb.DUCKDB
@@ -71,7 +72,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Warehouse(ModelsPlace):
+class Warehouse(ModelsPlace, ReportPlace):
     """Where a team's signing data lives: a DuckDB file (`path`), or another dlt destination
     whose local working folders live beside `path`."""
 
@@ -131,6 +132,17 @@ class Warehouse(ModelsPlace):
         return self.path.parent / f".{self.path.stem}.dlt"
 
     @property
+    def working_path(self) -> Path:
+        """The file runs write: a DuckDB warehouse's working file, which only the pipeline
+        opens (`path` is the published copy analysts read); `path` for other destinations."""
+        return _published.working_file(self.path) if self.is_file else self.path
+
+    @property
+    def journal_path(self) -> Path:
+        """Records of runs that could not write the warehouse (it was busy), for `status`."""
+        return _published.working_folder(self.path) / "unrecorded_runs.jsonl"
+
+    @property
     def webhooks_dir(self) -> Path:
         """The webhook receiver's inbox and secrets: beside the warehouse, never in it."""
         return self.path.parent / f".{self.path.stem}.webhooks"
@@ -176,22 +188,48 @@ class Warehouse(ModelsPlace):
         lock_path = self.path.parent / f".{scope or self.path.name}.lock"
 
         def wrote_nothing() -> bool:
-            return bool(scope) or (not self.path.exists() and not self.pipelines_dir.exists())
+            return bool(scope) or not any(
+                p.exists() for p in (self.path, self.working_path, self.pipelines_dir)
+            )
 
         with held_lock(lock_path, scope or self.path, wrote_nothing, brief):
             yield
 
+    def running(self) -> str | None:
+        """Who holds the warehouse's run lock now (`pid N since T`), never waiting for it; None
+        when no run does (other destinations lock per workspace: not asked)."""
+        return holder(self.path.parent / f".{self.path.name}.lock") if self.is_file else None
+
     @contextlib.contextmanager
-    def writer(self, *, brief: str | None = None) -> Iterator[None]:
-        """What a run holds before it asks the service anything. A DuckDB file takes one
-        writer: its folder is checked, its lock taken (`brief`: `exclusive`), and the file held
-        open for the run (dlt's seven connections then share it). Others need nothing yet."""
+    def publishing(self, *, brief: str | None = None) -> Iterator[None]:
+        """One run of a DuckDB file, the one place every writing path goes through: its folder
+        checked, its lock taken (`brief`: `exclusive`), the working file made what the
+        published one says, and, when the block ends without an exception, the working file
+        published (`_published`). A hold nested in the same thread is part of the outer run:
+        a load's workspaces and its models are published once, together. Others: nothing."""
         if not self.is_file:
             yield
             return
-        self.check_writable()
-        with self.exclusive(brief=brief), _duckdb.held_open(self.path):
-            yield
+        with _published.run_held(self.path) as nested:
+            if nested:
+                yield
+                return
+            self.check_writable()
+            with self.exclusive(brief=brief):
+                _published.seed(self.path)
+                yield
+                _published.publish(self.path)
+
+    @contextlib.contextmanager
+    def writer(self, *, brief: str | None = None) -> Iterator[None]:
+        """What a run holds before it asks the service anything: its run (`publishing`), and
+        an existing working file held open for it (dlt's seven connections then share it)."""
+        with self.publishing(brief=brief):
+            if self.is_file:
+                with _duckdb.held_open(self.working_path, shown=self.path):
+                    yield
+            else:
+                yield
 
     @contextlib.contextmanager
     def holding_every_workspace(self) -> Iterator[None]:
@@ -241,14 +279,14 @@ class Warehouse(ModelsPlace):
         named destination configured as dlt configures it."""
         if not self.is_file:
             return self.destination
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return _duckdb.duckdb_destination(self.path)
+        self.working_path.parent.mkdir(parents=True, exist_ok=True)
+        return _duckdb.duckdb_destination(self.working_path)
 
     def run_reader(self) -> contextlib.AbstractContextManager[SqlClient]:
         """A SQL client for what a run reads while it holds the warehouse (before its pipeline
         exists): the DuckDB file through the connection the run holds, else dlt's client."""
         if self.is_file:
-            return _duckdb.beside_the_run(self.path, DATASET)
+            return _duckdb.beside_the_run(self.working_path, DATASET)
         return self.sql_client()
 
     def writing_client(self) -> contextlib.AbstractContextManager[Any]:
@@ -261,8 +299,8 @@ class Warehouse(ModelsPlace):
         blocks (after an erasure or a new privacy policy); False when another connection of
         this process had it open. A database server keeps old row versions until its own
         VACUUM, which its administrator runs."""
-        if self.is_file and self.path.exists():
-            return _duckdb.compact(self.path)
+        if self.is_file and self.working_path.exists():
+            return _duckdb.compact(self.working_path)
         return True
 
     def clear_working_folders(self) -> None:
@@ -273,9 +311,11 @@ class Warehouse(ModelsPlace):
             shutil.rmtree(self.pipelines_dir, ignore_errors=True)
 
     def remove(self) -> None:
-        """Delete a DuckDB warehouse, its dlt and webhook folders (the demo starts afresh)."""
+        """Delete a DuckDB warehouse, its working, dlt and webhook folders (the demo starts
+        afresh)."""
         if self.is_file:
             self.path.unlink(missing_ok=True)
+            shutil.rmtree(_published.working_folder(self.path), ignore_errors=True)
             shutil.rmtree(self.pipelines_dir, ignore_errors=True)
             shutil.rmtree(self.webhooks_dir, ignore_errors=True)
 
@@ -284,7 +324,7 @@ class Warehouse(ModelsPlace):
     def loaded_before(self) -> bool:
         """Whether a load has written the warehouse already (its `raw` dataset exists)."""
         if self.is_file:
-            return self.path.is_file()
+            return self.working_path.is_file() or self.path.is_file()
         try:
             with self.reader():
                 return True
@@ -338,26 +378,6 @@ class Warehouse(ModelsPlace):
         except Exception:  # no warehouse, no dataset, a file that is not DuckDB: nothing loaded
             return []
 
-    # ------------------------------------------------------------------ the report's copy
-
-    def marts_missing(self, marts: Sequence[str]) -> str | None:
-        """Why the marts cannot be reported on, in one line; None when every one exists."""
-        if self.is_file and not self.path.is_file():
-            return f"no warehouse at {self.path}; run `signing-etl load` (or `signing-etl demo`)"
-        try:
-            with self.reader() as client:
-                found = tables_in(client, "marts")
-        except WarehouseError as error:
-            return str(error)
-        missing = [name for name in marts if name not in found]
-        if missing:
-            where = f"--duckdb {self.path}" if self.is_file else f"--destination {self.destination}"
-            return (
-                f"{self.label} has no marts ({', '.join(missing)} missing); "
-                f"run `signing-etl models {where}`"
-            )
-        return None
-
     @contextlib.contextmanager
     def local_copy(self, tables: Sequence[tuple[str, str]]) -> Iterator[Warehouse]:
         """A DuckDB warehouse holding `tables` (schema, name) for local readers such as the
@@ -367,21 +387,3 @@ class Warehouse(ModelsPlace):
             return
         with tempfile.TemporaryDirectory() as folder:
             yield Warehouse.at(self.copy_into(Path(folder) / self.path.name, tables))
-
-    def copy_into(self, into: Path, tables: Sequence[tuple[str, str]]) -> Path:
-        """A new DuckDB file `into` with `tables` (schema, name) of this warehouse, read
-        through the destination's own connection; they are small, aggregated tables.
-
-        Raises:
-            WarehouseError: the destination cannot be read or lacks a table (one line).
-        """
-        try:
-            with self.sql_client() as client:
-                _duckdb.copy_tables(client, into, tables)
-        except Exception as error:  # the destination's own message, in one line
-            raise WarehouseError(
-                f"cannot read the marts of the {self.destination} destination: "
-                f"{first_line(error)}; run `signing-etl models --destination "
-                f"{self.destination}` after a load"
-            ) from None
-        return into

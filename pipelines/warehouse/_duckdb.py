@@ -92,20 +92,20 @@ _HELD: dict[Path, duckdb.DuckDBPyConnection] = {}
 
 
 @contextlib.contextmanager
-def held_open(warehouse: Path) -> Iterator[None]:
+def held_open(warehouse: Path, shown: Path | None = None) -> Iterator[None]:
     """Hold an existing warehouse open for a run, or fail in one line when DuckDB cannot open it.
 
     While one connection is open, every other one this process opens to the file (dlt opens
     about seven in a run) shares its database instead of reading and checkpointing the file
     again: 40 ms each otherwise. A new warehouse is not created here, so that a run that
-    writes nothing leaves nothing behind."""
+    writes nothing leaves nothing behind. Messages name `shown` (the published file)."""
     if not warehouse.exists():
         yield
         return
     try:
         _HELD[warehouse] = duckdb.connect(str(warehouse))
     except duckdb.Error as error:
-        raise unusable(warehouse, error) from None
+        raise unusable(shown or warehouse, error) from None
     try:
         yield
     finally:
@@ -155,13 +155,14 @@ def _closed_everywhere(warehouse: Path) -> bool:
     return True
 
 
-def models_problem(warehouse: Path, dbt_dir: Path) -> str | None:
+def models_problem(warehouse: Path, dbt_dir: Path, shown: Path | None = None) -> str | None:
     """Why dbt cannot build the models on an existing `warehouse`, in one line: a folder, a
     folder that cannot be written in (DuckDB writes its `.wal` there, dbt its target and
     logs), or a file DuckDB cannot open (not a database, another process holds it); None when
-    it can. Creates dbt's folders on the way."""
+    it can. Creates dbt's folders on the way. Messages name `shown` (the published file)."""
+    named = shown or warehouse
     if not warehouse.is_file():
-        return f"{warehouse} is a folder, not a warehouse: point --duckdb at the file"
+        return f"{named} is a folder, not a warehouse: point --duckdb at the file"
     try:
         for name in ("target", "logs"):
             (dbt_dir / name).mkdir(parents=True, exist_ok=True)
@@ -182,7 +183,7 @@ def models_problem(warehouse: Path, dbt_dir: Path) -> str | None:
         hint = "another process has it open: try again once it has finished"
     else:
         hint = "check the file, or load a new warehouse with `signing-etl load`"
-    return f"cannot open the warehouse {warehouse} ({reason}); {hint}"
+    return f"cannot open the warehouse {named} ({reason}); {hint}"
 
 
 def open_error(warehouse: Path) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,13 @@ class ModelsPlace:
     def dbt_dir(self) -> Path:
         raise NotImplementedError
 
+    @property
+    def working_path(self) -> Path:
+        raise NotImplementedError
+
+    def publishing(self, *, brief: str | None = None) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
     def check_for_models(self) -> None:
         """Fail in one line, before dbt starts, when the models cannot run here; creates dbt's
         folder on the way.
@@ -53,12 +61,12 @@ class ModelsPlace:
         if not self.is_file:
             self.dbt_dir.mkdir(parents=True, exist_ok=True)
             return
-        if not self.path.exists():
+        if not self.working_path.exists():
             raise ModelsWarehouseMissing(
                 f"no warehouse at {self.path}: load it first (`signing-etl load`), or point "
                 "--duckdb at an existing one"
             )
-        problem = _duckdb.models_problem(self.path, self.dbt_dir)
+        problem = _duckdb.models_problem(self.working_path, self.dbt_dir, shown=self.path)
         if problem:
             raise ModelsError(problem)
 
@@ -69,19 +77,22 @@ class ModelsPlace:
             ModelsError: a destination the models do not build on, or its credentials
                 missing or unusable (one line, never quoting them).
         """
-        environment = {WAREHOUSE_VARIABLE: str(self.path)}
+        environment = {WAREHOUSE_VARIABLE: str(self.working_path)}
         if self.is_file:
             return DbtTarget(None, environment)
         return DbtTarget(self.destination, {**environment, **dbt_environment(self.destination)})
 
     @contextlib.contextmanager
     def for_dbt(self) -> Iterator[DbtTarget]:
-        """dbt's target, its environment set while the block runs; afterwards dbt's own
-        connections to a DuckDB file are released, so a load can open it again."""
-        target = self.dbt_target()
-        try:
-            with environment_set(target.environment):
-                yield target
-        finally:
-            if self.is_file:
-                _duckdb.close_dbt_connections()
+        """dbt's target, its environment set while the block runs, within a run of the
+        warehouse (`publishing`: dbt writes the working file, which is published after it
+        unless an outer run holds it); dbt's own connections to a DuckDB file are released
+        before that, so a load can open it again."""
+        with self.publishing():
+            target = self.dbt_target()
+            try:
+                with environment_set(target.environment):
+                    yield target
+            finally:
+                if self.is_file:
+                    _duckdb.close_dbt_connections()

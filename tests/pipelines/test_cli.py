@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import queue
 import re
 import subprocess
@@ -221,7 +222,7 @@ def test_missing_configuration_names_the_variable_to_set(tmp_path: Path) -> None
     assert not any(raw_row_counts(empty / "signing.duckdb").values())
 
 
-def test_a_load_while_another_holds_the_lock_fails_and_leaves_the_warehouse_alone(
+def test_a_load_while_another_holds_the_lock_stops_as_busy_and_leaves_the_warehouse_alone(
     make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
     running = make_sandbox(shipments=10, limits_enabled=False)
@@ -232,11 +233,26 @@ def test_a_load_while_another_holds_the_lock_fails_and_leaves_the_warehouse_alon
     before = file_digest(warehouse)
     served = admin(running, "GET", "/state")["requests_served"]
 
+    impatient = {**cli_env(running), "SIGNING_ETL_LOCK_WAIT_SECONDS": "1"}
     with Warehouse.at(warehouse).exclusive():
-        result = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
+        result = run_cli(load_args(warehouse), cwd=tmp_path, env=impatient)
 
-    assert_one_line_failure(result, "another load is running")
+    assert result.returncode == 75, describe(result)  # busy: waited, then stopped
+    (line,) = message_lines(result.stderr)
+    assert "another load is running" in line
+    assert f"pid {os.getpid()} since" in line  # the holder: this test's process
     assert file_digest(warehouse) == before
+    assert admin(running, "GET", "/state")["requests_served"] == served
+    shown = run_cli(
+        ["status", "--duckdb", str(warehouse), "--format", "json"],
+        cwd=tmp_path,
+        env=cli_env(running),
+    )
+    last_runs = [w["last_run"] for w in json.loads(shown.stdout)["workspaces"]]
+    assert any(
+        run["outcome"] == "stopped" and "another load is running" in run["reason"]
+        for run in last_runs
+    ), last_runs  # recorded where status reads runs
     assert admin(running, "GET", "/state")["requests_served"] == served
 
 
