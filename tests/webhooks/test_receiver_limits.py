@@ -122,11 +122,12 @@ def test_idle_connections_past_the_descriptor_limit_give_way_to_a_delivery(
             sock.setblocking(False)
             sock.connect_ex(("127.0.0.1", served.port))
             idle.append(sock)
-        served.accepts("dlv_past_the_idle_ones")
-        # The receiver made room by closing the oldest idle connections (it could hold at most
-        # its descriptor limit, less a margin, of them at once).
+        # Once the receiver holds as many as its descriptor limit allows (less a margin), it
+        # makes room by closing the oldest idle ones; before, it held them all and a delivery
+        # behind them got no answer.
         readable, _, _ = select.select(idle[:500], [], [], CLOSED_WITHIN_S)
         assert readable, "no idle connection was closed by the receiver"
+        served.accepts("dlv_past_the_idle_ones")
     finally:
         for sock in idle:
             sock.close()
