@@ -102,6 +102,8 @@ class CheckOutcome:
     gone: frozenset[str] = frozenset()  # ids a complete full pass did not see
     seen_again: frozenset[str] = frozenset()  # ids marked deleted (or not held) it saw live
     live: int | None = None  # the warehouse's live rows of the table when it was checked
+    candidates: int = 0  # records the complete pass did not see (before their own GET)
+    unconfirmed: int = 0  # candidates not asked or not answered this run: the next run asks
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,10 @@ class Deletions:
                 ((outcome.gone if outcome else frozenset()) | not_found.get(table, set()))
                 - seen_again
             )
-            refused = self._refusal(table, found, outcome.live if outcome else None)
+            # The guard weighs the candidates, not only what their own GET confirmed: a list
+            # that left out most of a table is a reason to look, whatever answered 404.
+            weighed = max(len(found), outcome.candidates if outcome else 0)
+            refused = self._refusal(table, weighed, outcome.live if outcome else None)
             decided.append(
                 TableDeletions(
                     table=table,
@@ -212,17 +217,17 @@ class Deletions:
             )
         return decided
 
-    def _refusal(self, table: str, found: frozenset[str], live: int | None) -> str | None:
-        """The one line that refuses marking `found`, or None when it may be marked."""
-        if self.settings.allow_mass_delete or len(found) <= settings.MASS_DELETE_FLOOR:
+    def _refusal(self, table: str, found: int, live: int | None) -> str | None:
+        """The one line that refuses marking `found` records, or None when they may be."""
+        if self.settings.allow_mass_delete or found <= settings.MASS_DELETE_FLOOR:
             return None
         if live is None:
             live = self.warehouse.live_count(table) if self.warehouse is not None else 0
         share = self.settings.mass_delete_share
-        if len(found) <= share * live:
+        if found <= share * live:
             return None
         return (
-            f"{table}: {len(found):,} of {live:,} live rows ({len(found) / max(live, 1):.1%}) "
+            f"{table}: {found:,} of {live:,} live rows ({found / max(live, 1):.1%}) "
             f"are gone from the service, more than mass_delete_share ({share:.0%}); none was "
             "marked deleted (a read cut short looks the same): if the service really deleted "
             "them, load again with --allow-mass-delete"

@@ -15,6 +15,11 @@ changed since the pass began, until one fits in one request. A pass that did not
 stop, a failure, a budget, a signal, a pager that gave up, catch-ups that never settle) marks
 nothing. Counts can agree while one record was deleted and another restored: the periodic full
 pass finds those.
+
+A record the complete pass did not see is only a candidate: it is taken for deleted when its own
+`GET` answers 404 (as many as `CONFIRMATIONS_PER_LIST` a run; the rest wait for the next run). A
+list that hides records it still serves by id (answers empty, lies in its `total`, leaves some
+out) therefore marks nothing: the record answers 200.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from typing import Any
 from . import settings
 from .context import SyncContext
 from .deletions import CheckOutcome, FullCheck
-from .errors import RunStopped
+from .errors import NotFound, RunStopped, SigningAPIError
 from .incremental import read_page
 from .paging import ListPage, PagerPosition, PagingReport, Record, anchored_pages
 from .times import parse_iso, to_iso
+from .urls import item_path
 
 
 def reconcile(context: SyncContext, name: str, state: dict[str, Any]) -> Iterator[list[Record]]:
@@ -45,7 +51,7 @@ def reconcile(context: SyncContext, name: str, state: dict[str, Any]) -> Iterato
     page, answered_at = read_page(context, path, {**extra, "limit": 1, "offset": 0})
     listed = deletions.listed_ids(name) - deletions.not_found_ids(name)
     live_count = warehouse.live_count(name)
-    if live_count == 0:
+    if live_count == 0 and not warehouse.ids(name)[1]:
         # Nothing held live, so nothing to mark: what the list holds beyond this run's records
         # is what the warehouse does not hold (a first load from --since), and the next count
         # check expects it.
@@ -119,21 +125,52 @@ def _full_check(
     if not scan.complete or scan.started is None:
         deletions.checked(name, CheckOutcome("incomplete", 1 + scan.requests, last_at))
         return
-    gone = live - scan.seen
+    candidates = live - scan.seen
+    gone, unconfirmed, served = _confirmed(context, name, candidates)
     unlisted = 0 if last.whole_history else len(scan.seen - live - deleted - listed)
     done = FullCheck(
         name, to_iso(scan.started), scan.requests, len(gone), unlisted, last.whole_history
     )
     state[settings.STATE_DELETIONS] = done.to_state()
+    if served:
+        context.client.stats.warn(
+            f"{name}: {len(served):,} records the list left out still answer by id; none of "
+            "them was marked deleted"
+        )
     outcome = CheckOutcome(
         "full",
-        1 + scan.requests,
+        1 + scan.requests + len(gone) + len(served),
         done.at,
         gone=frozenset(gone),
         seen_again=frozenset(scan.seen_again),
         live=len(live),
+        candidates=len(candidates),
+        unconfirmed=len(unconfirmed),
     )
     deletions.checked(name, outcome)
+
+
+def _confirmed(
+    context: SyncContext, name: str, candidates: set[str]
+) -> tuple[set[str], set[str], set[str]]:
+    """Of the records a complete pass did not see: those whose own `GET` answers 404 (gone),
+    those not asked or not answered this run (wait for the next), those it still serves."""
+    gone: set[str] = set()
+    served: set[str] = set()
+    path, _ = settings.LIST_ENDPOINTS[name]
+    asked = sorted(candidates)[: settings.CONFIRMATIONS_PER_LIST]
+    for record_id in asked:
+        try:
+            context.client.get(item_path(path.strip("/"), record_id))
+        except NotFound:
+            gone.add(record_id)
+        except RunStopped:
+            raise
+        except SigningAPIError:
+            continue  # no answer this run: asked again by the next complete pass
+        else:
+            served.add(record_id)
+    return gone, candidates - gone - served, served
 
 
 class _IdPass:

@@ -115,6 +115,9 @@ MASS_DELETE_SHARE = 0.10
 # ... except that so few records are never a mass deletion: a list this short is read in one
 # page, so no pass over it stops halfway (a workspace with 8 templates may delete one).
 MASS_DELETE_FLOOR = 10
+# A record missing from a complete pass is marked deleted only once its own GET answers 404:
+# at most this many such requests per list and run (the rest are asked by the next run).
+CONFIRMATIONS_PER_LIST = 200
 # What a noticed deletion does to the warehouse: `soft` keeps the rows with `_deleted_at`
 # (when the pipeline noticed); `hard` removes the record's rows, its nested and child rows.
 DELETE_MODES = ("soft", "hard")
