@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.environment import environment_set
-from pipelines.errors import ModelsError, ModelsWarehouseMissing
+from pipelines.errors import AlreadyRunning, ModelsError, ModelsWarehouseMissing, WarehouseError
 
 from . import _duckdb
 from ._postgres import dbt_environment
@@ -88,7 +88,17 @@ class ModelsPlace:
         warehouse (`publishing`: dbt writes the working file, which is published after it
         unless an outer run holds it); dbt's own connections to a DuckDB file are released
         before that, so a load can open it again."""
-        with self.publishing():
+        with contextlib.ExitStack() as run:
+            try:
+                run.enter_context(self.publishing())
+            except AlreadyRunning:
+                raise  # busy: the caller's exit 75, not a models error
+            except WarehouseError as error:  # a folder, or nowhere to write: nothing was run
+                if self.path.is_dir():
+                    raise ModelsError(
+                        f"{self.path} is a folder, not a warehouse: point --duckdb at the file"
+                    ) from None
+                raise ModelsError(str(error)) from None
             target = self.dbt_target()
             try:
                 with environment_set(target.environment):

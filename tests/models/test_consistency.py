@@ -544,29 +544,43 @@ def test_dbt_cannot_make_its_folder_beside_the_warehouse(
     assert message.startswith(f"cannot write in {tmp_path}")
 
 
-def test_a_warehouse_another_process_holds_is_one_line(
-    loaded_warehouse: tuple[Path, Store], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+def test_an_analyst_holding_the_warehouse_does_not_stop_the_models(
+    loaded_warehouse: tuple[Path, Store], tmp_path: Path
 ) -> None:
+    # Before the published copy (issue 29), a process holding the file made the build fail in
+    # one line ("another process"); now the models build the pipeline's working file and
+    # publish it, and the holder keeps reading the copy it opened.
     warehouse = copy_of(loaded_warehouse[0], tmp_path)
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('open', flush=True);"
-            " time.sleep(120)",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('open', flush=True);"
+            " sys.stdin.readline();"
+            " print(c.execute('select count(*) from raw.shipments').fetchone()[0], flush=True)",
             str(warehouse),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert holder.stdout is not None
+        assert holder.stdin is not None
         assert holder.stdout.readline().strip() == "open"
-        message = _one_line_models_error(warehouse, capfd)
+        assert_built(build_models(warehouse))
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        still_reading = int(holder.stdout.readline())
     finally:
         holder.kill()
         holder.wait()
-    assert "another process" in message
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        shipments = db.execute("select count(*) from raw.shipments").fetchone()
+        built = db.execute("select count(*) from marts.fct_shipments").fetchone()
+    assert shipments == (still_reading,)  # the holder's copy and the published one agree
+    assert built is not None
+    assert built[0] > 0
 
 
 def test_a_failing_test_is_one_line_with_the_log_and_nothing_printed(

@@ -117,10 +117,13 @@ def test_duckdb_memory_is_limited_by_default_and_the_users_setting_wins(
     assert memory_limit(tmp_path / "default.duckdb") == "488.2 MiB"  # 512 MB as DuckDB says it
     monkeypatch.setenv("DESTINATION__DUCKDB__CREDENTIALS__GLOBAL_CONFIG", '{"memory_limit": "1GB"}')
     assert memory_limit(tmp_path / "configured.duckdb") == "953.6 MiB"
-    # The file is always the warehouse named, whatever the configuration says.
+    # The file is always the named warehouse's (the working copy the pipeline writes and
+    # publishes onto it), whatever the configuration says.
     monkeypatch.setenv("DESTINATION__DUCKDB__CREDENTIALS__DATABASE", str(tmp_path / "other.duckdb"))
-    destination = Warehouse.at(tmp_path / "named.duckdb").dlt_destination()
-    assert destination.config_params["credentials"].database == str(tmp_path / "named.duckdb")
+    named = Warehouse.at(tmp_path / "named.duckdb")
+    destination = named.dlt_destination()
+    assert destination.config_params["credentials"].database == str(named.working_path)
+    assert named.working_path == tmp_path / ".named.work" / "named.duckdb"
 
 
 @pytest.mark.parametrize("left", ["extracted", "normalized"])
