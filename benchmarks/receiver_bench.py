@@ -31,8 +31,8 @@ def _limited() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (1_024, hard))
 
 
-def main() -> None:
-    folder = Path(tempfile.mkdtemp(prefix="receiver-bench-"))
+def _started_receiver(folder: Path, port: int) -> subprocess.Popen[str]:
+    """`webhooks serve` for a subscribed workspace `default`, under `ulimit -n` 1,024."""
     SecretsFile(folder / ".signing.webhooks").update(
         "default",
         lambda _: WorkspaceSecrets(
@@ -40,9 +40,6 @@ def main() -> None:
             (StoredSubscription("wh_1", "shipment.sent", "https://x", SECRET, "2026-01-01"),),
         ),
     )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("SOURCES__", "DLT_"))},
         "SOURCES__SIGNING__API_KEY": "sk_live_not_used",
@@ -59,7 +56,41 @@ def main() -> None:
         preexec_fn=_limited,
     )
     assert receiver.stdout is not None
-    receiver.stdout.readline()
+    receiver.stdout.readline()  # its URL: it is listening
+    return receiver
+
+
+def _delivered(port: int) -> tuple[int, float]:
+    """One signed delivery: its status and the seconds it took."""
+    payload = orjson.dumps(
+        {
+            "event": "shipment.sent",
+            "workspace_id": "ws_bench",
+            "occurred_at": "2026-03-01T10:00:00.000Z",
+            "shipment": {"id": "shp_1", "status": "sent"},
+        }
+    )
+    stamp = str(int(time.time()))
+    began = time.monotonic()
+    answer = httpx.post(
+        f"http://127.0.0.1:{port}/default",
+        content=payload,
+        timeout=60,
+        headers={
+            "X-Service-Delivery": "dlv_bench",
+            "X-Service-Timestamp": stamp,
+            "X-Service-Signature": signature(SECRET, stamp, payload),
+        },
+    )
+    return answer.status_code, time.monotonic() - began
+
+
+def main() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="receiver-bench-"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    receiver = _started_receiver(folder, port)
     idle = []
     try:
         for _ in range(IDLE):
@@ -68,30 +99,9 @@ def main() -> None:
             sock.connect_ex(("127.0.0.1", port))
             idle.append(sock)
         time.sleep(3)  # the receiver takes what it can of them
-        payload = orjson.dumps(
-            {
-                "event": "shipment.sent",
-                "workspace_id": "ws_bench",
-                "occurred_at": "2026-03-01T10:00:00.000Z",
-                "shipment": {"id": "shp_1", "status": "sent"},
-            }
-        )
-        stamp = str(int(time.time()))
-        began = time.monotonic()
-        answer = httpx.post(
-            f"http://127.0.0.1:{port}/default",
-            content=payload,
-            timeout=60,
-            headers={
-                "X-Service-Delivery": "dlv_bench",
-                "X-Service-Timestamp": stamp,
-                "X-Service-Signature": signature(SECRET, stamp, payload),
-            },
-        )
-        took = time.monotonic() - began
+        status, took = _delivered(port)
         print(
-            f"{IDLE} idle connections, ulimit -n 1024: delivery answered {answer.status_code} "
-            f"in {took:.2f} s"
+            f"{IDLE} idle connections, ulimit -n 1024: delivery answered {status} in {took:.2f} s"
         )
     finally:
         for sock in idle:

@@ -25,6 +25,7 @@ from pipelines.console import output
 from pipelines.outcome import Outcome
 from pipelines.status.read import Status
 from pipelines.warehouse import Warehouse
+from sources.signing.errors import one_line
 
 
 class Health(StrEnum):
@@ -46,9 +47,12 @@ class Change:
 
     @property
     def text(self) -> str:
+        """One clean line: the name and the reason (a run's stop reason, which may quote the
+        service) can neither add lines nor carry control characters into a chat or a mail."""
+        workspace = one_line(self.workspace)
         if self.now is Health.OK:
-            return f"workspace {self.workspace} recovered: loaded again"
-        return f"workspace {self.workspace} is {self.now}: {self.why}"
+            return f"workspace {workspace} recovered: loaded again"
+        return f"workspace {workspace} is {self.now}: {one_line(self.why)}"
 
 
 def alert_urls() -> list[str]:

@@ -18,9 +18,10 @@ from typing import IO, Any
 import httpx
 import orjson
 
+from pipelines.webhooks.secrets_file import SecretsFile, StoredSubscription, WorkspaceSecrets
 from sandbox import RunningSandbox, signature
 
-from .cli import run_cli
+from .cli import cli_env, run_cli
 from .sandboxes import admin
 
 DEADLINE_S = 60.0
@@ -175,3 +176,29 @@ def drained(folder: Path, warehouse: Path, env: dict[str, str], accepted: int) -
 
     wait_until(done, DEADLINE_S, f"{accepted} deliveries accepted and drained")
     return found
+
+
+def subscribed_receiver(
+    folder: Path,
+    workspace_id: str,
+    secret: str,
+    *options: str,
+    descriptor_limit: int | None = None,
+) -> ServedReceiver:
+    """A receiver (not started) for `folder/signing.duckdb` whose workspace `default` is
+    subscribed for `workspace_id` with `secret`, and whose source settings are never used
+    (`--no-loads` callers): the set-up of every test that sends deliveries by hand."""
+    SecretsFile(folder / ".signing.webhooks").update(
+        "default",
+        lambda _: WorkspaceSecrets(
+            workspace_id,
+            (StoredSubscription("wh_1", "shipment.sent", "https://x", secret, "2026-01-01"),),
+        ),
+    )
+    env = {
+        **cli_env(None),
+        "SOURCES__SIGNING__API_KEY": "sk_live_not_used",
+        "SOURCES__SIGNING__BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    warehouse = folder / "signing.duckdb"
+    return ServedReceiver(folder, warehouse, env, *options, descriptor_limit=descriptor_limit)

@@ -16,9 +16,14 @@ import httpx
 import orjson
 import pytest
 
-from pipelines.webhooks.secrets_file import SecretsFile, StoredSubscription, WorkspaceSecrets
-from tests.support import cli_env
-from tests.support.webhooks import ServedReceiver, delivery, free_port, inbox_status, wait_until
+from tests.support.webhooks import (
+    ServedReceiver,
+    delivery,
+    free_port,
+    inbox_status,
+    subscribed_receiver,
+    wait_until,
+)
 
 SECRET = "whsec_receiver_test_secret"
 WORKSPACE_ID = "ws_receiver_test"
@@ -61,21 +66,9 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("receiver")
-    SecretsFile(folder / ".signing.webhooks").update(
-        "default",
-        lambda _: WorkspaceSecrets(
-            WORKSPACE_ID,
-            (StoredSubscription("wh_1", "shipment.sent", "https://x", SECRET, "2026-01-01"),),
-        ),
-    )
-    env = {
-        **cli_env(None),
-        "SOURCES__SIGNING__API_KEY": "sk_live_not_used",
-        "SOURCES__SIGNING__BASE_URL": "http://127.0.0.1:9/v1",
-    }
     port = free_port()
     options = ("--port", str(port), "--no-loads", "--max-body-bytes", "4096")
-    receiver = ServedReceiver(folder, folder / "signing.duckdb", env, *options)
+    receiver = subscribed_receiver(folder, WORKSPACE_ID, SECRET, *options)
     [line] = receiver.start()
     url = f"http://127.0.0.1:{port}/default"
     assert line == f"workspace default: {url}"

@@ -15,13 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines.webhooks.secrets_file import SecretsFile, StoredSubscription, WorkspaceSecrets
-from tests.support import cli_env
 from tests.support.webhooks import (
     ServedReceiver,
     delivery,
     free_port,
     inbox_status,
+    subscribed_receiver,
     wait_until,
 )
 
@@ -62,22 +61,10 @@ def _sent() -> dict[str, object]:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("receiver_limits")
-    SecretsFile(folder / ".signing.webhooks").update(
-        "default",
-        lambda _: WorkspaceSecrets(
-            WORKSPACE_ID,
-            (StoredSubscription("wh_1", "shipment.sent", "https://x", SECRET, "2026-01-01"),),
-        ),
-    )
-    env = {
-        **cli_env(None),
-        "SOURCES__SIGNING__API_KEY": "sk_live_not_used",
-        "SOURCES__SIGNING__BASE_URL": "http://127.0.0.1:9/v1",
-    }
     port = free_port()
     options = ("--port", str(port), "--no-loads", "--request-seconds", "1")
-    receiver = ServedReceiver(
-        folder, folder / "signing.duckdb", env, *options, descriptor_limit=DESCRIPTORS
+    receiver = subscribed_receiver(
+        folder, WORKSPACE_ID, SECRET, *options, descriptor_limit=DESCRIPTORS
     )
     receiver.start()
     yield Served(folder, receiver, port)
