@@ -29,6 +29,7 @@ def _isolated_from_the_users_configuration() -> None:
     atexit.register(shutil.rmtree, empty, True)
     os.environ["DLT_PROJECT_DIR"] = empty
     os.environ["DLT_DATA_DIR"] = os.path.join(empty, "global")
+    os.environ["XDG_STATE_HOME"] = os.path.join(empty, "state")  # the journals' fallback
     os.environ.update(SUITE_CADENCE)
 
 

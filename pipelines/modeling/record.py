@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -38,6 +37,7 @@ BUILD_COLUMNS = {
     "warned": "varchar",
     "first_error": "varchar",
 }
+BUILDS_JOURNAL = "model_builds.jsonl"
 _LISTS = ("errored", "warned")
 _TIMES = ("started_at", "finished_at")
 
@@ -87,11 +87,7 @@ def record_build(warehouse: Warehouse, build: ModelBuild) -> None:
         insert_rows(client, table.name, list(row), [list(row.values())])
         written = True
     if not written or not build.success:
-        with contextlib.suppress(OSError):  # a full disk: nothing more can be kept
-            path = _journal(warehouse)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("ab") as journal:
-                journal.write(orjson.dumps(build.to_row()) + b"\n")
+        warehouse.journal(BUILDS_JOURNAL, build.to_row())
 
 
 def last_build(
@@ -109,18 +105,10 @@ def last_build(
     return max(builds, key=lambda build: build.finished_at, default=None)
 
 
-def _journal(warehouse: Warehouse) -> Path:
-    return warehouse.journal_path.with_name("model_builds.jsonl")
-
-
 def journaled_builds(warehouse: Warehouse) -> list[ModelBuild]:
     """The builds in the journal beside the warehouse (a line that cannot be read is skipped)."""
-    try:
-        lines = _journal(warehouse).read_bytes().splitlines()
-    except OSError:
-        return []
     builds = []
-    for line in lines:
+    for row in warehouse.journaled(BUILDS_JOURNAL):
         with contextlib.suppress(orjson.JSONDecodeError, TypeError, ValueError):
-            builds.append(ModelBuild.from_row(orjson.loads(line)))
+            builds.append(ModelBuild.from_row(row))
     return builds

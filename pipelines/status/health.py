@@ -1,9 +1,10 @@
 """A workspace's health, defined once: what `status --check` exits on, what `--format json`
 says per workspace (`ok`, `stale`, `health`, `why`), and what an alert tells when it changes.
 
-In order: nothing loaded within the allowed age (or never) is `stale`; a last run that failed,
-or a last model build that failed (the marts of every workspace then lag the raw data), is
-`failed`; else `ok`.
+In order: nothing loaded within the allowed age (or never) is `stale`; a last run that failed
+or stopped before loading anything (another run held the warehouse, say), or a last model
+build that failed (the marts of every workspace then lag the raw data), is `failed`; else
+`ok`.
 """
 
 from __future__ import annotations
@@ -66,9 +67,13 @@ def _health(
         since = f"{duration(age)} ago" if age else "never"
         why = f"; last run {last.outcome}: {last.stop_reason}" if last and last.stop_reason else ""
         return WorkspaceHealth(label, Health.STALE, f"last loaded {since}{why}")
+    reason = (last.stop_reason or "no reason recorded") if last else ""
     if last is not None and last.outcome is Outcome.FAILED:
+        return WorkspaceHealth(label, Health.FAILED, f"last run failed: {reason}")
+    if last is not None and last.outcome is Outcome.STOPPED and not sum(last.rows.values()):
+        # Busy (another run held the warehouse), a daily limit reached at once: nothing new.
         return WorkspaceHealth(
-            label, Health.FAILED, f"last run failed: {last.stop_reason or 'no reason recorded'}"
+            label, Health.FAILED, f"last run stopped before loading anything: {reason}"
         )
     if models_failed:
         return WorkspaceHealth(label, Health.FAILED, models_failed)
