@@ -4,12 +4,13 @@ one JSON document for a monitor, or as a freshness check that exits 1."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Annotated
 
 import typer
 
 from pipelines.configuration import configured_workspaces
 from pipelines.console import output
-from pipelines.console.commands import fail, warehouse_named
+from pipelines.console.commands import fail, warehouse_named, warehouse_run_errors
 from pipelines.console.options import (
     CheckOption,
     MaxAgeOption,
@@ -19,11 +20,12 @@ from pipelines.console.options import (
 )
 from pipelines.console.output import printable
 from pipelines.errors import SigningEtlError
+from pipelines.raw.retired import retire_workspace
 from pipelines.status.alerts import announce
 from pipelines.status.display import print_document, print_status
 from pipelines.status.health import Health, healths
-from pipelines.status.read import read_status
-from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
+from pipelines.status.read import Status, read_status
+from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
 
 
 def status_command(
@@ -32,6 +34,15 @@ def status_command(
     output_format: StatusFormat = "table",
     check: CheckOption = False,
     max_age_hours: MaxAgeOption = 26.0,
+    retire: Annotated[
+        str | None,
+        typer.Option(
+            "--retire",
+            metavar="NAME",
+            help="Leave a workspace taken out of the configuration out of status and --check "
+            "(its rows stay; a later run of it brings it back).",
+        ),
+    ] = None,
 ) -> None:
     """Show each workspace of a warehouse as its operator needs it: last run and last success,
     how recent its data is, its cursors' lag, requests and 429s against the service's limits,
@@ -48,6 +59,9 @@ def status_command(
         raise fail(str(error)) from None
     except Exception as error:  # a locked or foreign file: say so in one line
         raise fail(f"cannot read {duckdb}: {printable(str(error))}") from None
+    if retire is not None:
+        _retire(warehouse, found, retire)
+        return
     if found.running_line:
         output.info(found.running_line)
     max_age = timedelta(hours=max_age_hours)
@@ -62,6 +76,25 @@ def status_command(
         print_document(found, max_age)
     else:
         print_status(found, duckdb)
+
+
+def _retire(warehouse: Warehouse, found: Status, name: str) -> None:
+    """Retire the workspace `status` calls `name` (its configured name, or its id), unless
+    the configuration still names it: then the next run would only bring it back."""
+    if name in _configured_names():
+        raise fail(
+            f"workspace {name!r} is still configured: take it out of the configuration "
+            "(.dlt/secrets.toml or the environment) first, then retire it"
+        )
+    chosen = next((w for w in found.workspaces if name in (w.label, w.workspace_id)), None)
+    if chosen is None:
+        raise fail(f"no workspace {name!r} in this warehouse's status (status names them)")
+    with warehouse_run_errors("status --retire: "):
+        retire_workspace(warehouse, chosen.workspace_id, datetime.now(UTC))
+    output.info(
+        f"workspace {chosen.label} retired: status and --check leave it out; its rows stay, "
+        "and a later run of it brings it back"
+    )
 
 
 def _configured_names() -> list[str]:

@@ -16,6 +16,7 @@ from pipelines.outcome import Outcome
 from pipelines.raw.deletions import deleted_rows
 from pipelines.raw.pipeline import StoredState, pipeline_name_for, stored_states
 from pipelines.raw.privacy_records import PolicyRecord, read_erasures, read_policies
+from pipelines.raw.retired import read_retired
 from pipelines.raw.run_records import (
     RunRecord,
     configured_names,
@@ -265,7 +266,16 @@ def _status_through(client: SqlClient, warehouse: Path, journaled: list[RunRecor
         )
         for workspace_id, name in sorted(names_by_id.items(), key=lambda i: (i[1] or "", i[0]))
     ]
-    return Status(warehouse, runs, workspaces, len(read_erasures(client)))
+    retired = read_retired(client, columns)
+    current = [w for w in workspaces if not _retired(w, retired)]
+    return Status(warehouse, runs, current, len(read_erasures(client)))
+
+
+def _retired(workspace: WorkspaceStatus, retired: dict[str, datetime]) -> bool:
+    """Retired with `status --retire`, and not run since."""
+    when = retired.get(workspace.workspace_id)
+    last = workspace.last_run
+    return when is not None and (last is None or last.started_at <= when)
 
 
 def _attributed(runs: list[RunRecord]) -> list[RunRecord]:

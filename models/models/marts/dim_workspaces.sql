@@ -1,8 +1,8 @@
 -- One row per workspace loaded into the warehouse (GET /me): its name, how recent its data is
 -- and when it was last loaded, and its volume. `data_as_of` is the service's time of the
 -- newest change loaded (a document or contact updated, an audit event), the same "as of" that
--- `signing-etl status` shows; `loaded_at` is when the workspace's last load was stored, on
--- the loading machine's clock. Reports stamp their numbers with both.
+-- `signing-etl status` shows; `loaded_at` is when the workspace's last successful load ended
+-- (its run record), on the loading machine's clock. Reports stamp their numbers with both.
 
 with
 
@@ -12,9 +12,21 @@ workspaces as (
 
 ),
 
-loads as (
+last_loads as (
 
-    {{ signing_loads() }}
+    -- A load counts when it ran to its end, or stopped on purpose with rows loaded (as
+    -- `signing-etl status` counts freshness).
+    select
+        workspace_id,
+        max(finished_at) as loaded_at
+
+    from {{ source('signing', '_signing_runs') }}
+    where workspace_id is not null
+        and (
+            outcome = 'completed'
+            or (outcome = 'stopped' and {{ adapter.quote('rows') }} <> '{}')
+        )
+    group by 1
 
 ),
 
@@ -93,13 +105,13 @@ final as (
 
         -- timestamps
         newest_changes.data_as_of,
-        loads.loaded_at,
+        last_loads.loaded_at,
         shipments_rolled_up.first_sent_at,
         shipments_rolled_up.last_sent_at
 
     from workspaces
-    left join loads
-        on workspaces.load_id = loads.load_id
+    left join last_loads
+        on workspaces.workspace_id = last_loads.workspace_id
     left join newest_changes
         on workspaces.workspace_id = newest_changes.workspace_id
     left join shipments_rolled_up
