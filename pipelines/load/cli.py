@@ -19,6 +19,7 @@ from pipelines.console.options import (
     MaxRequestsOption,
     ParallelOption,
     ReconcileOption,
+    ReloadOption,
     ResourcesOption,
     SinceOption,
     WarehouseFile,
@@ -33,7 +34,15 @@ from pipelines.outcome import Outcome, is_signal, worst_exit_code
 from pipelines.raw.run_records import RunRecord, journal_run
 from pipelines.status.read import last_attempts
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
-from sources.signing import chosen_resources, parse_iso
+from sources.signing import (
+    ReloadWindow,
+    SigningAPIError,
+    chosen_resources,
+    parse_iso,
+    reloaded_resources,
+)
+
+EXIT_USAGE = 2
 
 
 def load_command(
@@ -48,6 +57,7 @@ def load_command(
     parallel: ParallelOption = 1,
     reconcile: ReconcileOption = False,
     allow_mass_delete: AllowMassDeleteOption = False,
+    reload: ReloadOption = None,
 ) -> None:
     """Run one incremental sync of each configured workspace into the warehouse (then the
     models). Workspaces load one after another (or `--parallel N` at once where the
@@ -57,7 +67,12 @@ def load_command(
     fetched is loaded and the next run continues. Other non-zero: failed (reason on stderr).
     With several workspaces, the worst of them; one workspace's failure or stop does not keep
     the others from loading.
+
+    Repairs: `--resources contacts --full-refresh` reads one list again from its start (the
+    other lists and their cursors stay); `--reload FROM..TO` reads again what changed in a
+    window and merges it, leaving every cursor where it was. docs/loading.md says more.
     """
+    window = _reload_window(reload, since, full_refresh, reconcile)
     if since is not None:
         try:
             parse_iso(since)
@@ -70,8 +85,10 @@ def load_command(
             "a destination that takes concurrent writers, such as --destination postgres"
         )
     chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
-    entries = _workspaces_to_load(warehouse, workspace or [], chosen)
-    options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
+    entries = _workspaces_to_load(warehouse, workspace or [], chosen, window is not None)
+    options = LoadOptions(
+        since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete, window
+    )
     several = len(entries) > 1
     started = datetime.now(UTC)
     try:  # one run: the workspaces and their models are published together, once
@@ -94,6 +111,23 @@ def load_command(
         _leave(loads[0])
     if code:
         raise typer.Exit(code)
+
+
+def _reload_window(
+    text: str | None, since: str | None, full_refresh: bool, reconcile: bool
+) -> ReloadWindow | None:
+    """The window of `--reload`, or a one-line usage error (exit 2): a window that is not
+    FROM..TO, or options a reload cannot take."""
+    if text is None:
+        return None
+    given = {"--since": since is not None, "--full-refresh": full_refresh, "--reconcile": reconcile}
+    clashing = [name for name, is_given in given.items() if is_given]
+    if clashing:
+        raise fail(f"--reload cannot be combined with {', '.join(clashing)}", EXIT_USAGE)
+    try:
+        return ReloadWindow.parse(text)
+    except SigningAPIError as error:
+        raise fail(str(error), EXIT_USAGE) from None
 
 
 def _stop_as_busy(
@@ -130,7 +164,10 @@ def _build_models_after(warehouse: Warehouse, loads: list[WorkspaceLoad], no_mod
 
 
 def _workspaces_to_load(
-    warehouse: Warehouse, named: list[str], resources: tuple[str, ...] | None
+    warehouse: Warehouse,
+    named: list[str],
+    resources: tuple[str, ...] | None,
+    reloading: bool = False,
 ) -> list[WorkspaceEntry]:
     """The configured workspaces asked for, in turn when all are (the one whose last run
     began longest ago first); an unknown resource or workspace is one line, before any
@@ -138,6 +175,8 @@ def _workspaces_to_load(
     try:
         if resources:
             chosen_resources(resources)
+            if reloading:
+                reloaded_resources(resources)
         entries = choose(configured_workspaces(), named)
     except EXPECTED_FAILURES as error:
         raise fail(failure_reason(error)) from None
