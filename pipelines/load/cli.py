@@ -72,7 +72,8 @@ def load_command(
     other lists and their cursors stay); `--reload FROM..TO` reads again what changed in a
     window and merges it, leaving every cursor where it was. docs/loading.md says more.
     """
-    window = _reload_window(reload, since, full_refresh, reconcile)
+    chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
+    window = _reload_window(reload, chosen, since, full_refresh, reconcile)
     if since is not None:
         try:
             parse_iso(since)
@@ -84,8 +85,7 @@ def load_command(
             "DuckDB takes one writer, so workspaces load one after another: --parallel needs "
             "a destination that takes concurrent writers, such as --destination postgres"
         )
-    chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
-    entries = _workspaces_to_load(warehouse, workspace or [], chosen, window is not None)
+    entries = _workspaces_to_load(warehouse, workspace or [], chosen)
     options = LoadOptions(
         since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete, window
     )
@@ -114,10 +114,14 @@ def load_command(
 
 
 def _reload_window(
-    text: str | None, since: str | None, full_refresh: bool, reconcile: bool
+    text: str | None,
+    resources: tuple[str, ...] | None,
+    since: str | None,
+    full_refresh: bool,
+    reconcile: bool,
 ) -> ReloadWindow | None:
     """The window of `--reload`, or a one-line usage error (exit 2): a window that is not
-    FROM..TO, or options a reload cannot take."""
+    FROM..TO, options a reload cannot take, or resources none of which it reads."""
     if text is None:
         return None
     given = {"--since": since is not None, "--full-refresh": full_refresh, "--reconcile": reconcile}
@@ -125,6 +129,7 @@ def _reload_window(
     if clashing:
         raise fail(f"--reload cannot be combined with {', '.join(clashing)}", EXIT_USAGE)
     try:
+        reloaded_resources(resources)
         return ReloadWindow.parse(text)
     except SigningAPIError as error:
         raise fail(str(error), EXIT_USAGE) from None
@@ -164,10 +169,7 @@ def _build_models_after(warehouse: Warehouse, loads: list[WorkspaceLoad], no_mod
 
 
 def _workspaces_to_load(
-    warehouse: Warehouse,
-    named: list[str],
-    resources: tuple[str, ...] | None,
-    reloading: bool = False,
+    warehouse: Warehouse, named: list[str], resources: tuple[str, ...] | None
 ) -> list[WorkspaceEntry]:
     """The configured workspaces asked for, in turn when all are (the one whose last run
     began longest ago first); an unknown resource or workspace is one line, before any
@@ -175,8 +177,6 @@ def _workspaces_to_load(
     try:
         if resources:
             chosen_resources(resources)
-            if reloading:
-                reloaded_resources(resources)
         entries = choose(configured_workspaces(), named)
     except EXPECTED_FAILURES as error:
         raise fail(failure_reason(error)) from None

@@ -6,6 +6,7 @@ docs say."""
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,15 @@ def load_ids(place: WarehouseUnderTest, tables: tuple[str, ...]) -> dict[str, se
 
 
 def damage(place: WarehouseUnderTest, sql: str, *params: Any) -> None:
-    """Change the analysts' file behind the pipeline's back (its next run starts from it)."""
-    with duckdb.connect(str(place.path)) as db:
-        db.execute(sql, list(params))
+    """Change the warehouse behind the pipeline's back (on DuckDB, the analysts' file: the next
+    run starts from it)."""
+    if place.database is None:
+        with duckdb.connect(str(place.path)) as db:
+            db.execute(sql, list(params))
+        return
+    with closing(place.database.connect()) as remote, remote.cursor() as cursor:
+        cursor.execute(sql.replace("?", "%s"), params)
+        remote.commit()
 
 
 def lose_contacts(place: WarehouseUnderTest, ids: list[str]) -> None:
@@ -71,17 +78,17 @@ def lose_contacts(place: WarehouseUnderTest, ids: list[str]) -> None:
         damage(
             place,
             f"delete from raw.{table} where _dlt_root_id in "
-            "(select _dlt_id from raw.contacts where id in (select unnest(?)))",
+            "(select _dlt_id from raw.contacts where id = any(?))",
             ids,
         )
-    damage(place, "delete from raw.contacts where id in (select unnest(?))", ids)
+    damage(place, "delete from raw.contacts where id = any(?)", ids)
 
 
 def test_a_refresh_of_the_contacts_reloads_them_alone(
-    make_sandbox: SandboxFactory, tmp_path: Path
+    make_sandbox: SandboxFactory, each_destination: WarehouseUnderTest
 ) -> None:
     running = make_sandbox(shipments=60, limits_enabled=False)
-    place = WarehouseUnderTest(tmp_path / "signing.duckdb")
+    place = each_destination
     load(place, running)
     # The warehouse lost contacts and holds a wrong value; the service deleted two.
     lose_contacts(place, [row[0] for row in place.query("select id from raw.contacts")][:3])
@@ -145,10 +152,16 @@ def test_a_reload_of_a_window_merges_it_without_moving_a_cursor(
 
 
 def test_a_window_that_is_not_one_is_a_usage_error(tmp_path: Path) -> None:
-    for window in ("2026-02-01..2026-01-01", "yesterday..today", "2026-01-01"):
+    asked = [
+        (("--reload", window), f"--reload {window!r}")
+        for window in ("2026-02-01..2026-01-01", "yesterday..today", "2026-01-01")
+    ]
+    asked.append((("--reload", "2026-01-01..2026-01-02", "--resources", "webhooks"), "lists only"))
+    asked.append((("--reload", "2026-01-01..2026-01-02", "--full-refresh"), "--full-refresh"))
+    for options, said in asked:
         result = run_cli(
-            load_args(tmp_path / "w.duckdb", "--reload", window), cwd=tmp_path, env=cli_env(None)
+            load_args(tmp_path / "w.duckdb", *options), cwd=tmp_path, env=cli_env(None)
         )
         assert result.returncode == 2, describe(result)
         (line,) = error_lines(result.stderr)
-        assert f"ERROR --reload {window!r}" in line
+        assert said in line
