@@ -152,7 +152,7 @@ def test_a_reload_of_a_window_merges_it_without_moving_a_cursor(
 
 
 def test_a_window_that_is_not_one_is_a_usage_error(tmp_path: Path) -> None:
-    asked = [
+    asked: list[tuple[tuple[str, ...], str]] = [
         (("--reload", window), f"--reload {window!r}")
         for window in ("2026-02-01..2026-01-01", "yesterday..today", "2026-01-01")
     ]
