@@ -34,7 +34,18 @@ FullRefreshOption = Annotated[
     bool,
     typer.Option(
         "--full-refresh",
-        help="Delete the chosen workspaces' rows and state and reload them; others stay.",
+        help="Delete the chosen workspaces' rows and state and reload them; others stay. "
+        "With --resources: read those lists again from the start and merge them over their "
+        "rows (readers keep the old rows until then); other lists and cursors stay.",
+    ),
+]
+ReloadOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reload",
+        metavar="FROM..TO",
+        help="Read again the lists' changes in this window (ISO 8601 dates or times, e.g. "
+        "2026-01-01..2026-01-31) and merge them; no cursor moves.",
     ),
 ]
 ResourcesOption = Annotated[

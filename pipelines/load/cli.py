@@ -20,6 +20,7 @@ from pipelines.console.options import (
     MaxRequestsOption,
     ParallelOption,
     ReconcileOption,
+    ReloadOption,
     ResourcesOption,
     SinceOption,
     WarehouseFile,
@@ -40,7 +41,15 @@ from pipelines.outcome import Outcome, is_signal, worst_exit_code
 from pipelines.raw.run_records import RunRecord, journal_run
 from pipelines.status.read import last_attempts
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
-from sources.signing import chosen_resources, parse_iso
+from sources.signing import (
+    ReloadWindow,
+    SigningAPIError,
+    chosen_resources,
+    parse_iso,
+    reloaded_resources,
+)
+
+EXIT_USAGE = 2
 
 
 def load_command(
@@ -55,6 +64,7 @@ def load_command(
     parallel: ParallelOption = 1,
     reconcile: ReconcileOption = False,
     allow_mass_delete: AllowMassDeleteOption = False,
+    reload: ReloadOption = None,
 ) -> None:
     """Run one incremental sync of each configured workspace into the warehouse (then the
     models). Workspaces load one after another (or `--parallel N` at once where the
@@ -64,7 +74,13 @@ def load_command(
     fetched is loaded and the next run continues. Other non-zero: failed (reason on stderr).
     With several workspaces, the worst of them; one workspace's failure or stop does not keep
     the others from loading.
+
+    Repairs: `--resources contacts --full-refresh` reads one list again from its start (the
+    other lists and their cursors stay); `--reload FROM..TO` reads again what changed in a
+    window and merges it, leaving every cursor where it was. docs/loading.md says more.
     """
+    chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
+    window = _reload_window(reload, chosen, since, full_refresh, reconcile)
     if since is not None:
         try:
             parse_iso(since)
@@ -76,9 +92,10 @@ def load_command(
             "DuckDB takes one writer, so workspaces load one after another: --parallel needs "
             "a destination that takes concurrent writers, such as --destination postgres"
         )
-    chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
     entries = _workspaces_to_load(warehouse, workspace or [], chosen)
-    options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
+    options = LoadOptions(
+        since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete, window
+    )
     several = len(entries) > 1
     started = datetime.now(UTC)
     loads: list[WorkspaceLoad] = []
@@ -106,6 +123,28 @@ def load_command(
         _leave(loads[0])
     if code:
         raise typer.Exit(code)
+
+
+def _reload_window(
+    text: str | None,
+    resources: tuple[str, ...] | None,
+    since: str | None,
+    full_refresh: bool,
+    reconcile: bool,
+) -> ReloadWindow | None:
+    """The window of `--reload`, or a one-line usage error (exit 2): a window that is not
+    FROM..TO, options a reload cannot take, or resources none of which it reads."""
+    if text is None:
+        return None
+    given = {"--since": since is not None, "--full-refresh": full_refresh, "--reconcile": reconcile}
+    clashing = [name for name, is_given in given.items() if is_given]
+    if clashing:
+        raise fail(f"--reload cannot be combined with {', '.join(clashing)}", EXIT_USAGE)
+    try:
+        reloaded_resources(resources)
+        return ReloadWindow.parse(text)
+    except SigningAPIError as error:
+        raise fail(str(error), EXIT_USAGE) from None
 
 
 def _journal_each(

@@ -48,6 +48,7 @@ from pipelines.warehouse import DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.ledger import Reconciliation
 from sources.signing import (
     Interrupted,
+    ReloadWindow,
     RunControl,
     RunStats,
     RunStopped,
@@ -59,6 +60,7 @@ from sources.signing import (
     connect,
     describe_sync,
     incomplete_shipments,
+    reloaded_resources,
     signing_source,
 )
 
@@ -74,11 +76,26 @@ class LoadOptions:
     """What a load is asked to do, as `signing-etl load` and the Dagster assets ask it."""
 
     since: str | None = None  # first run only: start there instead of the whole history
-    full_refresh: bool = False  # this workspace's rows and state deleted, then a full load
+    # With `resources`: those lists read again from the start, their rows merged over (no
+    # other list moves); without: this workspace's rows and state deleted, then a full load.
+    full_refresh: bool = False
     resources: tuple[str, ...] | None = None  # a subset of the source's resources
     max_requests: int | None = None  # stop cleanly after this many requests (exit 75)
     reconcile: bool = False  # a full pass over every list's ids for deleted records
     allow_mass_delete: bool = False  # mark what a full pass found gone, whatever its share
+    reload: ReloadWindow | None = None  # re-read the lists' changes in a window, no cursor moved
+
+    @property
+    def refreshes_workspace(self) -> bool:
+        """Whether this workspace's rows and state are deleted before its load (a full
+        refresh of the whole workspace; one of some lists merges over their rows instead)."""
+        return self.full_refresh and not self.resources
+
+    @property
+    def whole(self) -> bool:
+        """Whether the run loads every list from its cursor (what the webhooks'
+        reconciliation counts)."""
+        return not self.resources and self.reload is None
 
 
 @dataclass
@@ -195,7 +212,7 @@ class _Run:
         held.enter_context(stop_on_signals(self.control))
         connection = connect(
             settings or configured_source(),
-            since=options.since,
+            since=options.reload.since if options.reload else options.since,
             max_requests=options.max_requests,
             reconcile=options.reconcile,
             allow_mass_delete=options.allow_mass_delete,
@@ -204,14 +221,14 @@ class _Run:
         workspace_id = self.workspace_id = connection.workspace_id
         folder = held.enter_context(self.warehouse.workspace_session(workspace_id))
         plan = prepare_privacy(
-            self.warehouse, connection.privacy, workspace_id, options.full_refresh
+            self.warehouse, connection.privacy, workspace_id, options.refreshes_workspace
         )
         pipeline = self.pipeline = self._pipeline(workspace_id, folder)
         source = self._source(connection, pipeline, plan)
         ledger = (  # a whole load counts what the webhooks missed, when they are on
-            None
-            if options.resources
-            else Reconciliation.of_poll(self.warehouse, connection, self.started)
+            Reconciliation.of_poll(self.warehouse, connection, self.started)
+            if options.whole
+            else None
         )
         if ledger is not None:
             held.callback(ledger.close)
@@ -224,7 +241,7 @@ class _Run:
         pipeline = make_pipeline(self.warehouse, workspace_id, folder)
         if adopt_legacy_state(pipeline):
             shutil.rmtree(folder / LEGACY_PIPELINE_NAME, True)
-        if self.options.full_refresh:
+        if self.options.refreshes_workspace:
             forget_workspace(pipeline, workspace_id)
             pipeline.drop()  # the local copy of its state goes too
             pipeline = make_pipeline(self.warehouse, workspace_id, folder)
@@ -238,10 +255,17 @@ class _Run:
         stats = self.control.stats
         apply_privacy(self.warehouse, plan, stats)  # the rows' policy itself: `LoadSteps`
         connection.deletions.warehouse = PipelineRecords(pipeline, connection.workspace_id)
+        options = self.options
+        chosen = chosen_resources(options.resources) if options.resources else None
+        if options.reload is not None:
+            chosen = reloaded_resources(chosen)
+            connection.window = options.reload
+        elif options.full_refresh and chosen:
+            connection.restart = frozenset(chosen)
         source = signing_source(connection)
-        if self.options.resources:
-            source = source.with_resources(*chosen_resources(self.options.resources))
-        if self.options.since and not self.options.full_refresh:
+        if chosen:
+            source = source.with_resources(*chosen)
+        if options.since and not options.full_refresh:
             pipeline.sync_destination()
             if describe_sync(pipeline.state):
                 stats.warn(

@@ -74,7 +74,7 @@ def print_urls(urls: Sequence[tuple[str, str, bool]]) -> None:
 
 def print_inbox(found: dict[str, InboxStatus], as_json: bool) -> None:
     """Per workspace: deliveries accepted, duplicated, refused (by reason), waiting (since
-    when) and loaded, and the last drain."""
+    when), loaded and set aside (with a reason), and the last drain."""
     if as_json:
         for status in found.values():
             record = asdict(status)
@@ -89,6 +89,7 @@ def print_inbox(found: dict[str, InboxStatus], as_json: bool) -> None:
         "waiting",
         "oldest waiting since",
         "loaded",
+        "set aside",
         "last drain",
         title="Webhook inbox",
     )
@@ -102,6 +103,7 @@ def print_inbox(found: dict[str, InboxStatus], as_json: bool) -> None:
             f"{status.waiting:,}",
             _since(status.oldest_waiting) if status.oldest_waiting else "",
             f"{status.loaded:,}",
+            f"{status.set_aside:,}",
             f"{drained.finished_at[:19]}Z, {drained.outcome}" if drained else "none",
         )
     out.print(table)
@@ -109,6 +111,12 @@ def print_inbox(found: dict[str, InboxStatus], as_json: bool) -> None:
         if status.rejected:
             reasons = ", ".join(f"{reason} {n:,}" for reason, n in sorted(status.rejected.items()))
             out.print(printable(f"{status.workspace}: refused: {reasons}"), highlight=False)
+        if status.set_aside:
+            said = (
+                f"{status.workspace}: {status.set_aside:,} set aside for the next load (the "
+                f"service would not serve their record: {status.set_aside_reason})"
+            )
+            out.print(printable(said), highlight=False)
         drained = status.last_drain
         if drained and drained.reason:
             said = f"{status.workspace}: last drain: {drained.reason}"

@@ -7,7 +7,10 @@ incremental load (`sources.signing.records.records_source`: resources of their o
 incremental cursors never move). The deliveries themselves go to `raw.webhook_deliveries`.
 Only once that load committed are the deliveries marked done; a drain that failed or was
 stopped leaves them waiting, and the next one reads their records again (the merge makes that
-harmless).
+harmless). A record the service will not serve by id (a redirect, another answer no retry
+changes) does not hold up the rest: its deliveries are set aside with the reason (counted by
+`webhooks status`), no drain takes them again, and the next load of the workspace, which reads
+its changes from the lists, takes them.
 
 Its rows are under the privacy policy the warehouse records and its erasures, read before each
 drain (`LoadSteps`' gate), whatever the receiver's own settings say; a receiver without the
@@ -58,6 +61,7 @@ class DrainResult:
     workspace: str
     outcome: str  # completed, stopped, failed, or busy (a load held the warehouse)
     deliveries: int = 0  # deliveries loaded and marked done
+    set_aside: int = 0  # deliveries whose record the service would not serve: the load's
     records: int = 0  # shipments and contacts read
     requests: int = 0
     reason: str | None = None
@@ -69,6 +73,7 @@ class DrainResult:
             _counted(count, name)
             for count, name in (
                 (self.deliveries, "delivery loaded"),
+                (self.set_aside, "delivery set aside"),
                 (self.records, "record read"),
                 (self.requests, "request"),
             )
@@ -177,8 +182,21 @@ def _load(
     inbox.remember_drained(workspace_id, seen.digests)
     result.records = sum(len(ids) for ids in named.values())
     if control.reason is None:  # a stopped drain leaves its deliveries for the next one
-        inbox.mark_done(mine, info.loads_ids[0] if info.loads_ids else None)
-        result.deliveries = len(mine)
+        refused = connection.unserved
+        aside = [(d, refused[key]) for d in mine if (key := _record_of(d)) in refused]
+        loaded = [d for d in mine if _record_of(d) not in refused]
+        inbox.set_aside(aside)
+        inbox.mark_done(loaded, info.loads_ids[0] if info.loads_ids else None)
+        result.deliveries, result.set_aside = len(loaded), len(aside)
+        if aside:
+            control.stats.warn(
+                f"{len(aside):,} deliveries set aside for the next load: {aside[0][1]}"
+            )
+
+
+def _record_of(delivery: Delivery) -> tuple[str, str]:
+    """The (kind, id) of the record a delivery names, as `records_source` keys it."""
+    return delivery.record_kind or "", delivery.record_id or ""
 
 
 def _named(deliveries: Sequence[Delivery], table: str) -> list[str]:

@@ -24,128 +24,25 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from pipelines.errors import WebhooksError
+from pipelines.webhooks.inbox_rows import (
+    DELIVERY_FIELDS,
+    SCHEMA,
+    Delivery,
+    DrainRecord,
+    InboxStatus,
+    upgrade,
+)
 from pipelines.webhooks.secrets_file import now_utc, private_folder, stamp
+
+__all__ = ["Delivery", "DrainRecord", "Inbox", "InboxStatus"]
 
 FILE_NAME = "inbox.sqlite"
 REFUSALS_WRITTEN_EVERY = 2.0  # seconds a refusal may wait in memory before its count is written
 ACCEPTED, DUPLICATED, REJECTED = "accepted", "duplicated", "rejected"
-
-SCHEMA = """
-create table if not exists deliveries (
-    workspace text not null,
-    delivery_id text not null,
-    workspace_id text not null,
-    event text not null,
-    record_kind text,
-    record_id text,
-    recipient_id text,
-    occurred_at text,
-    sent_at text,
-    received_at text not null,
-    done_at text,
-    load_id text,
-    primary key (workspace, delivery_id)
-);
-create index if not exists deliveries_waiting on deliveries (workspace, done_at, received_at);
-create table if not exists counts (
-    workspace text not null,
-    outcome text not null,
-    reason text not null,
-    count integer not null,
-    primary key (workspace, outcome, reason)
-);
-create table if not exists drained (
-    workspace_id text not null,
-    record_kind text not null,
-    record_id text not null,
-    digest text not null,
-    drained_at text not null,
-    primary key (workspace_id, record_kind, record_id)
-);
-create table if not exists drains (
-    workspace text not null,
-    started_at text not null,
-    finished_at text not null,
-    outcome text not null,
-    deliveries integer not null,
-    records integer not null,
-    requests integer not null,
-    reason text
-);
--- status reads each workspace's last drain among a week of them (one every 30 s or so)
-create index if not exists drains_by_start on drains (workspace, started_at);
-"""
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One delivery as the inbox keeps it: who sent it, what it names, when it came."""
-
-    workspace: str  # the configured name whose path received it
-    delivery_id: str
-    workspace_id: str
-    event: str
-    record_kind: str | None  # `shipments` or `contacts`; None for events naming neither
-    record_id: str | None
-    recipient_id: str | None = None
-    occurred_at: str | None = None  # the event's time, as the payload says
-    sent_at: str | None = None  # X-Service-Timestamp
-    received_at: str = field(default_factory=lambda: stamp(now_utc()))
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Delivery:
-        return cls(**{name: row[name] for name in _DELIVERY_FIELDS})
-
-
-_DELIVERY_FIELDS = {
-    "workspace",
-    "delivery_id",
-    "workspace_id",
-    "event",
-    "record_kind",
-    "record_id",
-    "recipient_id",
-    "occurred_at",
-    "sent_at",
-    "received_at",
-}
-
-
-@dataclass(frozen=True)
-class DrainRecord:
-    """What one drain of one workspace did."""
-
-    workspace: str
-    started_at: str
-    finished_at: str
-    outcome: str  # completed, stopped, failed, busy
-    deliveries: int
-    records: int
-    requests: int
-    reason: str | None = None
-
-
-@dataclass
-class InboxStatus:
-    """One workspace's inbox, for `webhooks status`."""
-
-    workspace: str
-    accepted: int = 0
-    duplicated: int = 0
-    rejected: dict[str, int] = field(default_factory=dict)  # by reason
-    waiting: int = 0  # accepted, not loaded yet
-    oldest_waiting: str | None = None  # when the oldest of them was received
-    loaded: int = 0
-    last_drain: DrainRecord | None = None
-
-    @property
-    def rejected_total(self) -> int:
-        return sum(self.rejected.values())
 
 
 class Inbox:
@@ -161,6 +58,7 @@ class Inbox:
             self._db.execute("pragma journal_mode = wal")
             self._db.execute("pragma synchronous = full")
             self._db.executescript(SCHEMA)
+            upgrade(self._db)
         except sqlite3.Error as error:
             raise WebhooksError(f"cannot open the webhook inbox {path}: {error}") from None
         self._lock = threading.Lock()
@@ -209,7 +107,7 @@ class Inbox:
     def accept(self, delivery: Delivery) -> bool:
         """Keep a verified delivery, on disk before this returns; False when its id was
         accepted before (counted as a duplicate, kept once)."""
-        columns = sorted(_DELIVERY_FIELDS)
+        columns = sorted(DELIVERY_FIELDS)
         values = [getattr(delivery, name) for name in columns]
         with self._transaction() as db:
             inserted = db.execute(
@@ -259,7 +157,7 @@ class Inbox:
         with self._lock:
             rows = self._db.execute(
                 "select * from deliveries where workspace = ? and done_at is null "
-                "order by received_at, delivery_id limit ?",
+                "and set_aside is null order by received_at, delivery_id limit ?",
                 (workspace, limit),
             ).fetchall()
         return [Delivery.from_row(row) for row in rows]
@@ -267,7 +165,8 @@ class Inbox:
     def waiting_workspaces(self) -> set[str]:
         with self._lock:
             rows = self._db.execute(
-                "select distinct workspace from deliveries where done_at is null"
+                "select distinct workspace from deliveries where done_at is null "
+                "and set_aside is null"
             ).fetchall()
         return {row[0] for row in rows}
 
@@ -290,6 +189,15 @@ class Inbox:
                 "update deliveries set done_at = ?, load_id = ? "
                 "where workspace = ? and delivery_id = ?",
                 [(done, load_id, d.workspace, d.delivery_id) for d in deliveries],
+            )
+
+    def set_aside(self, deliveries: Iterable[tuple[Delivery, str]]) -> None:
+        """Deliveries whose record the service would not serve (each with the reason): no
+        drain takes them again; the next load of their workspace does (`waiting_for`)."""
+        with self._transaction() as db:
+            db.executemany(
+                "update deliveries set set_aside = ? where workspace = ? and delivery_id = ?",
+                [(reason, d.workspace, d.delivery_id) for d, reason in deliveries],
             )
 
     def remember_drained(self, workspace_id: str, digests: dict[tuple[str, str], str]) -> None:
@@ -357,9 +265,12 @@ class Inbox:
         with self._lock:
             counts = self._db.execute("select * from counts").fetchall()
             waiting = self._db.execute(
-                "select workspace, count(*) filter (where done_at is null), "
-                "min(received_at) filter (where done_at is null), "
-                "count(*) filter (where done_at is not null) from deliveries group by workspace"
+                "select workspace, count(*) filter (where done_at is null and set_aside is null), "
+                "min(received_at) filter (where done_at is null and set_aside is null), "
+                "count(*) filter (where done_at is not null), "
+                "count(*) filter (where done_at is null and set_aside is not null), "
+                "max(set_aside) filter (where done_at is null) "
+                "from deliveries group by workspace"
             ).fetchall()
             drains = self._db.execute(
                 "select * from drains d where started_at = (select max(started_at) "
@@ -373,9 +284,10 @@ class Inbox:
                 status.accepted = count
             else:
                 status.duplicated = count
-        for workspace, count, oldest, loaded in waiting:
+        for workspace, count, oldest, loaded, set_aside, reason in waiting:
             status = found.setdefault(workspace, InboxStatus(workspace))
             status.waiting, status.oldest_waiting, status.loaded = count, oldest, loaded
+            status.set_aside, status.set_aside_reason = set_aside, reason
         for row in drains:
             found.setdefault(
                 row["workspace"], InboxStatus(row["workspace"])

@@ -45,15 +45,11 @@ from .errors import (
     SourceConfigError,
     UnexpectedAnswer,
 )
-from .incremental import (
-    ResourceSyncStatus,
-    describe_sync,
-    incomplete_shipments,
-    incremental_pass,
-)
+from .incremental import ResourceSyncStatus, describe_sync, incomplete_shipments
+from .lists import list_pages, list_state
 from .paging import Record, fingerprint
 from .privacy import PrivacyConfigError, PrivacyPolicy, configured_privacy, describe_policy
-from .reconcile import check_due, reconcile
+from .reconcile import check_due
 from .rows import (
     ErasedPeople,
     audit_event_rows,
@@ -64,10 +60,11 @@ from .rows import (
     webhook_rows,
     workspace_row,
 )
-from .selection import SOURCE_TABLES, chosen_resources
+from .selection import RELOADED_RESOURCES, SOURCE_TABLES, chosen_resources, reloaded_resources
 from .stats import RunCounters, RunStats
 from .times import parse_iso, to_iso
 from .urls import checked_base_url, item_path
+from .window import ReloadWindow
 
 EVENTS_LIMIT = settings.EVENTS_LIMIT  # the API's cap on one audit trail
 RESOURCES = settings.RESOURCES
@@ -88,6 +85,7 @@ __all__ = [
     "DELETE_MODES",
     "EVENTS_LIMIT",
     "PERSONAL_COLUMNS",
+    "RELOADED_RESOURCES",
     "RESOURCES",
     "SHIPMENT_RESOURCES",
     "SOURCE_TABLES",
@@ -101,6 +99,7 @@ __all__ = [
     "Pacing",
     "PrivacyConfigError",
     "PrivacyPolicy",
+    "ReloadWindow",
     "RequestBudgetExhausted",
     "ResourceSyncStatus",
     "ResponseTooLarge",
@@ -128,6 +127,7 @@ __all__ = [
     "fingerprint",
     "incomplete_shipments",
     "parse_iso",
+    "reloaded_resources",
     "signing_source",
     "to_iso",
 ]
@@ -184,19 +184,12 @@ def _counted(
         yield context.counted(table, rows)
 
 
-def _list_pages(context: SyncContext, name: str, state: dict[str, Any]) -> Iterator[list[Record]]:
-    """The pages of a list's changes since its cursor, then the records that a check for
-    deleted ones found listed again while the warehouse holds them as deleted."""
-    yield from incremental_pass(context, name, state)
-    yield from reconcile(context, name, state)
-
-
 @dlt.resource(
     write_disposition="merge", primary_key=WORKSPACE_AND_ID, columns=_columns("workspaces")
 )
 def workspaces(context: SyncContext) -> Iterator[list[Record]]:
     """The workspace the key belongs to (GET /me), one row, loaded when it changed."""
-    state = dlt.current.resource_state()
+    state = list_state(context, "workspaces")
     row = workspace_row(context.me(), context.guard)
     digest = fingerprint(row)
     if state.get(settings.STATE_FINGERPRINT) != digest:
@@ -222,13 +215,13 @@ def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
 )
 def documents(context: SyncContext) -> Iterator[list[Record]]:
     """Changed documents, read whole: blocks and theme come only from GET /documents/{id}."""
-    state = dlt.current.resource_state()
+    state = list_state(context, "documents")
     pending: dict[str, int] = state.setdefault(settings.STATE_PENDING_DETAILS, {})
     detail = partial(_document_detail, context)
     try:
         backlog = fetch_for_each(context, list(pending), detail, pending, "documents")
         yield from _counted(context, "documents", backlog)
-        for page in _list_pages(context, "documents", state):
+        for page in list_pages(context, "documents", state):
             changed = [d["id"] for d in page]
             details = fetch_for_each(context, changed, detail, pending, "documents")
             yield from _counted(context, "documents", details)
@@ -242,10 +235,10 @@ def shipment_changes(context: SyncContext) -> Iterator[dict[str, Any]]:
 
     The first item is always a kick so that children left unfinished by a stopped run are
     fetched even when nothing changed since."""
-    state = dlt.current.resource_state()
+    state = list_state(context, "shipments")
     yield {"kick": True, "shipments": []}
     try:
-        for page in _list_pages(context, "shipments", state):
+        for page in list_pages(context, "shipments", state):
             yield {"kick": False, "shipments": page}
     except RunStopped:
         return
@@ -269,8 +262,9 @@ def _children_of(
     context: SyncContext, table: str, item: dict[str, Any], fetch_one: Any
 ) -> Iterator[list[Record]]:
     """Rows of one child endpoint for the shipments of `item`, plus (on the kick) the backlog
-    a stopped run left in this transformer's state."""
-    state = dlt.current.resource_state()
+    a stopped run left in this transformer's state (started again, on the kick, by a refresh
+    of the shipments)."""
+    state = list_state(context, "shipments", restarts=item["kick"])
     pending: dict[str, int] = state.setdefault(settings.STATE_PENDING, {})
     # dlt interleaves this generator's calls: only the first (kick) item takes the backlog a
     # stopped run left, or two calls would fetch the same ids.
@@ -349,9 +343,9 @@ CONTACT_HINTS: dict[str, Any] = {
 @dlt.resource(**CONTACT_HINTS)
 def contacts(context: SyncContext) -> Iterator[list[Record]]:
     """Contacts; custom properties as `contacts__custom` key/value rows."""
-    state = dlt.current.resource_state()
+    state = list_state(context, "contacts")
     try:
-        for page in _list_pages(context, "contacts", state):
+        for page in list_pages(context, "contacts", state):
             ws, guard, privacy = context.workspace_id, context.guard, context.privacy
             rows = [shape_contact(c, ws, guard, privacy) for c in page]
             yield context.counted("contacts", [row for row in rows if row is not None])
@@ -387,6 +381,8 @@ def webhooks(context: SyncContext) -> Iterator[list[Record]]:
         return
     ws = context.workspace_id
     loaded: dict[str, str] = state.setdefault(settings.STATE_FINGERPRINTS, {})
+    if "webhooks" in context.restart:  # refreshed: every one loaded again, the gone removed
+        loaded = dict.fromkeys(loaded, "")
     current = webhook_rows(hooks, ws, context.guard)
     changed = [row for i, row in current.items() if loaded.get(i) != fingerprint(row)]
     gone = [{"id": i, "workspace_id": ws, "deleted": True} for i in loaded if i not in current]

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import httpx
 
-from .errors import AuthError, Forbidden, NotFound, SigningAPIError
+from .errors import AuthError, Forbidden, NotFound, SigningAPIError, Unserved
 
 # What `data` must be in an answer (see `SigningClient.get_data`), and in words.
 DataShape = Literal["records", "entries", "record"]
@@ -122,4 +122,4 @@ def error_for(status: int, body: Any, path: str, clean: Callable[[object], str])
         return Forbidden(f"the API key lacks a permission for GET {path} (403 forbidden{detail})")
     if status == 404:
         return NotFound(f"GET {path} answered 404{detail}")
-    return SigningAPIError(f"GET {path} answered HTTP {status}{detail}")
+    return Unserved(f"GET {path} answered HTTP {status}{detail}")

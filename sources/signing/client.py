@@ -144,9 +144,7 @@ class SigningClient:
         self._failures = threading.Lock()
         self._failing_since: float | None = None
         self._answered_at = float("-inf")
-        # The service's clock as its latest answer stated it (`Date`): the run's "now" for
-        # what is due by the service's time, without a request to ask it.
-        self.service_time: datetime | None = None
+        self.service_time: datetime | None = None  # its latest answer's `Date`: "now" for it
         self.host = url.netloc.decode()
         self.base_url = base_url.rstrip("/")
         connections = httpx.Limits(
@@ -191,8 +189,7 @@ class SigningClient:
                 )
             ) from None
         with self._failures:
-            if self.service_time is None or result[1] > self.service_time:
-                self.service_time = result[1]
+            self.service_time = max(result[1], self.service_time or result[1])
         return result
 
     def get_data(

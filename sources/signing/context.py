@@ -15,6 +15,7 @@ from .errors import NotFound, SigningAPIError
 from .paging import Record
 from .privacy import PrivacyPolicy
 from .rows import FieldGuard
+from .window import ReloadWindow
 
 
 @dataclass
@@ -32,6 +33,14 @@ class SyncContext:
     # the warehouse records before it builds the source.
     privacy: PrivacyPolicy = field(default_factory=PrivacyPolicy)
     deletions: Deletions = field(default_factory=Deletions)
+    # `load --resources X --full-refresh`: the resources whose state starts again (the rows
+    # stay until the reload merges over them); `load --reload`: the window read again, through
+    # a state of its own that is thrown away, so no cursor moves.
+    restart: frozenset[str] = frozenset()
+    window: ReloadWindow | None = None
+    # Records read by id (`records_source`) that the service would not serve (`Unserved`), by
+    # (kind, id), with the reason: the webhook drain sets their deliveries aside.
+    unserved: dict[tuple[str, str], str] = field(default_factory=dict)
     guard: FieldGuard = field(init=False)
     _me: dict[str, Any] | None = None
     _pool: ThreadPoolExecutor | None = None

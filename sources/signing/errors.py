@@ -26,6 +26,11 @@ class NotFound(SigningAPIError):
     """404 for an addressed resource."""
 
 
+class Unserved(SigningAPIError):
+    """An answer the API gives to no such request (a redirect, a 4xx other than 401, 403, 404,
+    408 and 429): asking again gets the same, so it is not retried."""
+
+
 class TransientError(SigningAPIError):
     """A failure that may pass: time-out, dropped connection, 5xx, 408, a truncated body."""
 

@@ -26,7 +26,7 @@ from . import (
 )
 from .children import fetch_for_each
 from .context import SyncContext
-from .errors import RunStopped
+from .errors import RunStopped, Unserved
 from .paging import Record
 from .rows import shape_contact
 from .urls import item_path
@@ -39,8 +39,10 @@ def records_source(
     """Just the records named by id, read one by one: shipments with their recipients, audit
     trail and filled-in fields, and contacts. They merge into the same tables with the same
     keys as `signing_source`'s, through resources of their own names (`BY_ID_RESOURCES`), so
-    the incremental cursors and backlogs stay as they were. A record gone (404) is skipped.
-    The webhook drain loads what deliveries named with it."""
+    the incremental cursors and backlogs stay as they were. A record gone (404) is skipped; one
+    the service will not serve (a redirect, another answer no retry changes) is skipped and
+    kept in `connection.unserved` with the reason. The webhook drain loads what deliveries
+    named with it."""
     read = shipments_read_by_id(connection, list(dict.fromkeys(shipment_ids)))
     return (
         read,
@@ -58,8 +60,14 @@ def _by_id(resource: DltResource) -> DltResource:
 
 
 def _read_one(context: SyncContext, kind: str, record_id: str) -> list[Record]:
-    """One record by id (GET /{kind}/{id}), numbered in read order like a listed one."""
-    record, _, _ = context.client.get_data(item_path(kind, record_id), shape="record")
+    """One record by id (GET /{kind}/{id}), numbered in read order like a listed one; none
+    when the service will not serve it (said in `context.unserved`), so one such record does
+    not hold up the others."""
+    try:
+        record, _, _ = context.client.get_data(item_path(kind, record_id), shape="record")
+    except Unserved as refused:
+        context.unserved[(kind, record_id)] = str(refused)
+        return []
     return context.stamp([dict(record)], kind)
 
 
