@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from pipelines.warehouse import SqlClient, columns_by_table
 from sources.signing.columns import TABLES
+from sources.signing.errors import one_line
 from sources.signing.privacy import ACTIONS, SECTIONS
 
 # The values of the columns the models sort rows by, as the models know them (their
@@ -37,6 +38,7 @@ KNOWN_VALUES: Final[dict[str, tuple[str, ...]]] = {
     ),
 }
 VALUES_SHOWN = 20  # unknown values named per column, at most
+VALUE_LENGTH = 60  # characters of each, at most (the service's text, on one line)
 VARIANT_MARK = "__v_"  # dlt's name of a column holding values of another type: `col__v_text`
 COLUMNS_VARIABLE = "SOURCES__SIGNING__PRIVACY__COLUMNS"
 
@@ -145,5 +147,5 @@ def unknown_values(
             *known,
         )
         if rows:
-            found[qualified] = [str(value) for (value,) in rows]
+            found[qualified] = [one_line(value, VALUE_LENGTH) for (value,) in rows]
     return found

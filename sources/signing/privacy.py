@@ -272,7 +272,7 @@ def describe_policy(preset: str, actions: Mapping[str, str], key_id: str | None)
     refined = ", ".join(
         f"{column}={action}"
         for column, action in sorted(actions.items())
-        if defaults.get(column, "keep") != action
+        if defaults.get(column, "keep") != action or (defaults and column not in defaults)
     )
     return (
         preset + (f" ({refined})" if refined else "") + (f", hash key {key_id}" if key_id else "")
