@@ -43,6 +43,11 @@ class WarehouseError(SigningEtlError):
     warehouse_usable: ClassVar[bool] = False
 
 
+class WarehousePathError(WarehouseError):
+    """The path named is no place for a warehouse (a folder, a device, a dangling link, a
+    folder that cannot be written): refused before anything is written, a record included."""
+
+
 class WarehouseMissing(WarehouseError, FileNotFoundError):
     """There is no warehouse where one was named (a load writes it first)."""
 

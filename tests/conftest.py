@@ -15,6 +15,7 @@ import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, SandboxFactory, client_for
+from tests.support.cli import SUITE_CADENCE
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 from tests.support.postgres import PostgresServer, in_ci, missing_server, running_postgres
 
@@ -28,6 +29,8 @@ def _isolated_from_the_users_configuration() -> None:
     atexit.register(shutil.rmtree, empty, True)
     os.environ["DLT_PROJECT_DIR"] = empty
     os.environ["DLT_DATA_DIR"] = os.path.join(empty, "global")
+    os.environ["XDG_STATE_HOME"] = os.path.join(empty, "state")  # the journals' fallback
+    os.environ.update(SUITE_CADENCE)
 
 
 _isolated_from_the_users_configuration()

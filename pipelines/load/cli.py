@@ -3,6 +3,7 @@ side, say how each ended, build the models, and exit with the worst outcome's co
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, NoReturn
@@ -24,7 +25,13 @@ from pipelines.console.options import (
     WarehouseFile,
     WorkspacesOption,
 )
-from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, WarehouseError, failure_reason
+from pipelines.errors import (
+    EXPECTED_FAILURES,
+    AlreadyRunning,
+    WarehouseError,
+    WarehousePathError,
+    failure_reason,
+)
 from pipelines.load.display import CliWatcher, workspaces_summary
 from pipelines.load.run import LoadOptions
 from pipelines.load.workspaces import WorkspaceLoad, in_turns, load_workspaces
@@ -74,6 +81,7 @@ def load_command(
     options = LoadOptions(since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete)
     several = len(entries) > 1
     started = datetime.now(UTC)
+    loads: list[WorkspaceLoad] = []
     try:  # one run: the workspaces and their models are published together, once
         with warehouse.publishing():
             loads = load_workspaces(
@@ -84,8 +92,12 @@ def load_command(
                 workspaces_summary(loads, len(entries))
             _build_models_after(warehouse, loads, no_models)
     except AlreadyRunning as busy:
-        _stop_as_busy(warehouse, entries, started, busy)
+        _journal_each(warehouse, entries, started, Outcome.STOPPED, str(busy))
+        output.warning(f"stopped: {busy}", exit_code=busy.exit_code)
+        raise typer.Exit(busy.exit_code) from None
     except WarehouseError as error:  # a place no run can use, or a publish that failed
+        if loads and not isinstance(error, WarehousePathError):  # ran, but is not published
+            _journal_each(warehouse, entries, started, Outcome.FAILED, failure_reason(error))
         raise fail(failure_reason(error)) from None
     if not several and loads[0].result is None:  # loaded nothing: its line is the end
         _leave(loads[0])
@@ -96,26 +108,30 @@ def load_command(
         raise typer.Exit(code)
 
 
-def _stop_as_busy(
-    warehouse: Warehouse, entries: list[WorkspaceEntry], started: datetime, busy: AlreadyRunning
-) -> NoReturn:
-    """Another run held the warehouse for longer than this one waits: each workspace's run
-    is journaled as stopped (`status` shows it), and the command stops with exit 75."""
+def _journal_each(
+    warehouse: Warehouse,
+    entries: list[WorkspaceEntry],
+    started: datetime,
+    outcome: Outcome,
+    reason: str,
+) -> None:
+    """Each workspace's run as it ended for all of them, in the journal beside the warehouse
+    (`status` reads it): stopped because another run held the warehouse, or failed because
+    what it loaded could not be published (a full disk)."""
     for entry in entries:
-        journal_run(
-            warehouse,
-            RunRecord(
-                run_id=uuid.uuid4().hex[:12],
-                workspace_id=None,
-                workspace_name=entry.name,
-                started_at=started,
-                finished_at=datetime.now(UTC),
-                outcome=Outcome.STOPPED,
-                stop_reason=str(busy),
-            ),
-        )
-    output.warning(f"stopped: {busy}", exit_code=busy.exit_code)
-    raise typer.Exit(busy.exit_code)
+        with contextlib.suppress(OSError):  # a disk too full even for a line
+            journal_run(
+                warehouse,
+                RunRecord(
+                    run_id=uuid.uuid4().hex[:12],
+                    workspace_id=None,
+                    workspace_name=entry.name,
+                    started_at=started,
+                    finished_at=datetime.now(UTC),
+                    outcome=outcome,
+                    stop_reason=reason,
+                ),
+            )
 
 
 def _build_models_after(warehouse: Warehouse, loads: list[WorkspaceLoad], no_models: bool) -> None:

@@ -137,7 +137,7 @@ def deletions_line(deletions: list[TableDeletions]) -> str:
     parts = []
     for each in deletions:
         found = f"{len(each.found):,} gone, {len(each.marked):,} marked deleted"
-        check = f"{each.check} check" if each.check else "no check"
+        check = {None: "no check", "none": "no check due"}.get(each.check, f"{each.check} check")
         requests = f"{each.check_requests:,} request{'s' if each.check_requests != 1 else ''}"
         last = f"; last full check {each.full_check_at}" if each.full_check_at else ""
         again = f", {each.seen_again:,} listed again" if each.seen_again else ""

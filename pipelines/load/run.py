@@ -21,7 +21,13 @@ from typing import Any, Protocol
 import dlt
 from dlt.common.pipeline import LoadInfo
 
-from pipelines.errors import AlreadyRunning, SigningEtlError, WarehouseError, failure_reason
+from pipelines.errors import (
+    AlreadyRunning,
+    SigningEtlError,
+    WarehouseError,
+    WarehousePathError,
+    failure_reason,
+)
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
 from pipelines.privacy.change import PrivacyPlan, apply_privacy, prepare_privacy
 from pipelines.raw.deletions import PipelineRecords, mark_deletions
@@ -311,9 +317,9 @@ class _Run:
         self.recorded = True
 
     def record_failure(self, error: BaseException) -> None:
-        """Record the run as ended by `error`, unless it is recorded already or nothing can
-        take the record: a warehouse that is itself what failed, or one never loaded (a first
-        run that fails leaves nothing behind)."""
+        """Record the run as ended by `error`, unless it is recorded already: in the warehouse
+        where it can take the record, else in the journal beside it (a warehouse that is
+        itself what failed, a full disk, one never loaded), where `status` reads it too."""
         if self.recorded:
             return
         code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
@@ -324,10 +330,16 @@ class _Run:
         through: dlt.Pipeline | Warehouse | None = self.pipeline
         unusable = isinstance(error, WarehouseError) and not error.warehouse_usable
         if through is None and not unusable:
-            through = self.warehouse if self.warehouse.loaded_before() else None
+            with contextlib.suppress(Exception):  # a warehouse that cannot even be asked
+                through = self.warehouse if self.warehouse.loaded_before() else None
         if through is not None:
             with contextlib.suppress(Exception):  # the warehouse itself may be what failed
                 self.record(through, ended)
+        if not self.recorded and not isinstance(error, WarehousePathError):
+            # A full disk, a dead database, a file DuckDB cannot open: journaled. A path that
+            # is no place for a warehouse was refused before anything was written.
+            with contextlib.suppress(OSError):  # the disk may be too full for that as well
+                journal_run(self.warehouse, ended.record(self.control.run_id))
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
-"""The dbt models on a warehouse, in layer order: `build` (`dbt build` run in-process, its
-outcome) and `cli` (`signing-etl models`, and the build every command that changes rows ends
-with). `build` is imported on first use: dbt costs seconds that `status` and `load --no-models`
-don't need."""
+"""The dbt models on a warehouse, in layer order: `record` (each build's outcome, kept where
+`status` reads it), `build` (`dbt build` run in-process, its outcome) and `cli` (`signing-etl
+models`, and the build every command that changes rows ends with). `build` is imported on first
+use: dbt costs seconds that `status` and `load --no-models` don't need."""
 
 from __future__ import annotations
 

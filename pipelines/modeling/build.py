@@ -6,8 +6,10 @@ import contextlib
 import re
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dbt.artifacts.resources.types import NodeType
@@ -15,10 +17,13 @@ from dbt.artifacts.schemas.results import NodeStatus
 from dbt.artifacts.schemas.run import RunExecutionResult
 from dbt.cli.main import dbtRunner
 
+from pipelines.errors import ModelsError
+from pipelines.modeling.record import ModelBuild, record_build
 from pipelines.shipped import shipped
 from pipelines.warehouse import DbtTarget, Warehouse
 
 PROJECT_DIR = shipped("models")
+WARNED_NAMED = 5  # warned tests named in the summary line (all of them in the build's record)
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,8 @@ class ModelsResult:
     first_error: str | None = None
     seconds: float = 0.0
     log_file: Path | None = None
+    errored: tuple[str, ...] = ()  # the models and tests that failed, by name
+    warned: tuple[str, ...] = ()  # the tests that warned, by name
 
     @property
     def summary(self) -> str:
@@ -46,6 +53,10 @@ class ModelsResult:
             f"{self.tests_warned} warned, {self.tests_errored} errors, "
             f"{self.tests_skipped} skipped ({self.seconds:.1f} s)"
         )
+        if self.warned:
+            named = ", ".join(self.warned[:WARNED_NAMED])
+            more = len(self.warned) - WARNED_NAMED
+            line = f"{line}; warned: {named}" + (f" and {more} more" if more > 0 else "")
         if self.first_error:
             line = f"{line}; first error: {self.first_error}"
         if not self.success and self.log_file is not None:
@@ -92,9 +103,35 @@ def build_models(
             `FileNotFoundError`.
     """
     place = Warehouse.of(warehouse)
-    with place.for_dbt() as target:
-        place.check_for_models()
-        return _build(place, target, select, quiet)
+    started = datetime.now(UTC)
+    try:
+        with place.for_dbt() as target:
+            place.check_for_models()
+            result = _build(place, target, select, quiet)
+            place.release_dbt()
+            record_build(place, _as_build(started, result))  # published with what it built
+    except ModelsError as error:  # nothing was built: on record all the same
+        record_build(place, _as_build(started, ModelsResult(False, first_error=str(error))))
+        raise
+    return result
+
+
+def _as_build(started: datetime, result: ModelsResult) -> ModelBuild:
+    """The build's record, as `status` reads it."""
+    return ModelBuild(
+        build_id=uuid.uuid4().hex[:12],
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        success=result.success,
+        models_built=result.models_passed,
+        models_errored=result.models_errored,
+        tests_passed=result.tests_passed,
+        tests_warned=result.tests_warned,
+        tests_errored=result.tests_errored,
+        errored=list(result.errored),
+        warned=list(result.warned),
+        first_error=result.first_error,
+    )
 
 
 def _build(
@@ -158,6 +195,7 @@ def _count(
         for status in ("passed", "warned", "errored", "skipped")
     }
     first_error: str | None = None
+    named: dict[str, list[str]] = {"errored": [], "warned": []}
     for result in execution.results:
         if result.node.resource_type not in (
             NodeType.Model,
@@ -177,6 +215,8 @@ def _count(
             NodeStatus.Skipped: "skipped",
         }.get(NodeStatus(result.status), "errored")
         counts[kind, status] += 1
+        if status in named:
+            named[status].append(result.node.name)
         if status == "errored" and first_error is None:
             first_error = _one_line(f"{result.node.name}: {result.message or result.status}")
     errored = counts["model", "errored"] + counts["test", "errored"]
@@ -194,6 +234,8 @@ def _count(
         first_error=first_error,
         seconds=seconds,
         log_file=log_file,
+        errored=tuple(named["errored"]),
+        warned=tuple(named["warned"]),
     )
 
 

@@ -181,25 +181,21 @@ def record_incomplete_shipments(
 _TIMES = ("started_at", "finished_at", "service_time")
 
 
+RUNS_JOURNAL = "unrecorded_runs.jsonl"
+
+
 def journal_run(warehouse: Warehouse, record: RunRecord) -> None:
-    """Keep the record of a run that could not write the warehouse (another run held it) in
-    the journal beside it, where `status` reads it with the recorded runs."""
-    path = warehouse.journal_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("ab") as journal:
-        journal.write(orjson.dumps(record.to_row()) + b"\n")
+    """Keep the record of a run that could not write the warehouse (another run held it, its
+    disk or database failed, what it loaded could not be published) in the journal beside
+    it, where `status` reads it with the recorded runs."""
+    warehouse.journal(RUNS_JOURNAL, record.to_row())
 
 
 def journaled_runs(warehouse: Warehouse) -> list[RunRecord]:
     """The runs in the journal beside the warehouse (a line that cannot be read is skipped)."""
-    try:
-        lines = warehouse.journal_path.read_bytes().splitlines()
-    except OSError:  # no journal: no such run
-        return []
     runs = []
-    for line in lines:
+    for row in warehouse.journaled(RUNS_JOURNAL):
         try:
-            row = orjson.loads(line)
             for name in _TIMES:
                 row[name] = datetime.fromisoformat(row[name]) if row.get(name) else None
             runs.append(RunRecord.from_row(row))

@@ -1,7 +1,8 @@
 """The warehouse's state for its operator, in layer order: `read` (each workspace's runs,
-cursors, rows and freshness, read without writing), `display` (tables, one JSON document, the
-freshness check), `alerts` (a notification when a workspace's health changes) and `cli`
-(`signing-etl status`)."""
+cursors, rows and freshness, and the last model build, read without writing), `health` (each
+workspace's health, defined once: ok, failed or stale, and why), `display` (tables, one JSON
+document), `alerts` (a notification when a workspace's health changes) and `cli` (`signing-etl
+status`, whose `--check` exits on the health)."""
 
 from __future__ import annotations
 

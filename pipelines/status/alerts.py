@@ -13,27 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from enum import StrEnum
 from pathlib import Path
 
 import dlt
 
 from pipelines.console import output
-from pipelines.outcome import Outcome
-from pipelines.status.read import Status
+from pipelines.status.health import Health, WorkspaceHealth
 from pipelines.warehouse import Warehouse
 from sources.signing.errors import one_line
-
-
-class Health(StrEnum):
-    """A workspace's health as an alert names it."""
-
-    OK = "ok"
-    FAILED = "failed"  # its last run failed
-    STALE = "stale"  # nothing loaded within the allowed age (or never)
 
 
 @dataclass(frozen=True)
@@ -68,37 +56,18 @@ def alert_urls() -> list[str]:
     return []
 
 
-def healths(
-    found: Status, max_age: timedelta, configured: Iterable[str], now: datetime
-) -> dict[str, tuple[Health, str]]:
-    """Each workspace's health and why: its last run failed, nothing loaded within `max_age`,
-    or ok; a configured workspace that never loaded is stale."""
-    result: dict[str, tuple[Health, str]] = {}
-    for workspace in found.workspaces:
-        last, age = workspace.last_run, workspace.age(now)
-        if last is not None and last.outcome is Outcome.FAILED:
-            result[workspace.label] = (Health.FAILED, last.stop_reason or "its last run failed")
-        elif age is None or age > max_age:
-            result[workspace.label] = (Health.STALE, "nothing loaded within the allowed age")
-        else:
-            result[workspace.label] = (Health.OK, "")
-    for name in configured:
-        result.setdefault(name, (Health.STALE, "never loaded"))
-    return result
-
-
-def changes(told: dict[str, str], current: dict[str, tuple[Health, str]]) -> list[Change]:
+def changes(told: dict[str, str], current: dict[str, WorkspaceHealth]) -> list[Change]:
     """The workspaces whose health differs from what was told; a workspace first seen healthy
     is no news."""
     found = []
-    for workspace, (health, why) in sorted(current.items()):
+    for workspace, now in sorted(current.items()):
         was = Health(told[workspace]) if told.get(workspace) in set(Health) else None
-        if health is not was and not (was is None and health is Health.OK):
-            found.append(Change(workspace, was, health, why))
+        if now.health is not was and not (was is None and now.health is Health.OK):
+            found.append(Change(workspace, was, now.health, now.why))
     return found
 
 
-def announce(warehouse: Warehouse, current: dict[str, tuple[Health, str]]) -> list[Change]:
+def announce(warehouse: Warehouse, current: dict[str, WorkspaceHealth]) -> list[Change]:
     """Notify every configured URL of the workspaces whose health changed since the last
     announcement, and remember what was told; the changes (none sent when no URL is set)."""
     urls = alert_urls()
@@ -109,7 +78,7 @@ def announce(warehouse: Warehouse, current: dict[str, tuple[Health, str]]) -> li
     news = changes(told, current)
     if news and not _notify(urls, news):
         return news  # not told: tried again at the next check
-    _write(ledger, {name: str(health) for name, (health, _) in current.items()})
+    _write(ledger, {name: str(each.health) for name, each in current.items()})
     return news
 
 

@@ -19,8 +19,9 @@ from pipelines.console.options import (
 )
 from pipelines.console.output import printable
 from pipelines.errors import SigningEtlError
-from pipelines.status.alerts import announce, healths
-from pipelines.status.display import print_document, print_status, stale_workspaces
+from pipelines.status.alerts import announce
+from pipelines.status.display import print_document, print_status
+from pipelines.status.health import Health, healths
 from pipelines.status.read import read_status
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 
@@ -35,8 +36,9 @@ def status_command(
     """Show each workspace of a warehouse as its operator needs it: last run and last success,
     how recent its data is, its cursors' lag, requests and 429s against the service's limits,
     failed and stopped runs of the last days with their reasons, cursors and rows. `--check`
-    exits 1 naming the workspaces not loaded within `--max-age-hours`, and tells `[alerts] urls`
-    of each workspace whose health changed since the last check."""
+    exits 1 naming each workspace not loaded within `--max-age-hours`, whose last run failed,
+    or whose marts lag because the last model build failed, and tells `[alerts] urls` of each
+    workspace whose health changed since the last check."""
     if output_format not in ("table", "json"):
         raise fail("--format must be table or json")
     warehouse = warehouse_named(duckdb, destination)
@@ -48,15 +50,16 @@ def status_command(
         raise fail(f"cannot read {duckdb}: {printable(str(error))}") from None
     if found.running_line:
         output.info(found.running_line)
+    max_age = timedelta(hours=max_age_hours)
     if check:
-        max_age, configured = timedelta(hours=max_age_hours), _configured_names()
-        stale = stale_workspaces(found, max_age, configured)
-        for line in stale:
-            output.error(line)
-        announce(warehouse, healths(found, max_age, configured, datetime.now(UTC)))
-        raise typer.Exit(1 if stale else 0)
+        current = healths(found, max_age, _configured_names(), datetime.now(UTC))
+        unwell = [each for each in current.values() if each.health is not Health.OK]
+        for each in unwell:
+            output.error(each.line)
+        announce(warehouse, current)
+        raise typer.Exit(1 if unwell else 0)
     if output_format == "json":
-        print_document(found)
+        print_document(found, max_age)
     else:
         print_status(found, duckdb)
 

@@ -13,8 +13,10 @@ from typing import Any
 
 from pipelines.console import output
 from pipelines.console.output import PlainTable
+from pipelines.modeling.record import ModelBuild
 from pipelines.raw.run_records import RunRecord
 from pipelines.raw.schema_changes import SchemaChanges, held_back_line
+from pipelines.status.health import DEFAULT_MAX_AGE, Health, duration, healths
 from pipelines.status.read import RECENT_RUNS, Status, WorkspaceStatus
 from pipelines.webhooks.display import webhooks_line
 from sources.signing import EVENTS_LIMIT
@@ -30,6 +32,7 @@ def print_status(found: Status, warehouse: Path, now: datetime | None = None) ->
         out.print(f"Now: {found.running_line}; what follows is the last published state")
     run = found.last_run
     out.print(f"Last run: {run_line(run)}" if run else "Last run: none recorded")
+    out.print(output.printable(f"Models: {models_line(found.models)}"))
     workspaces = found.workspaces
     _print_operator_view(workspaces, now)
     _print_recent_runs(workspaces, now)
@@ -65,6 +68,19 @@ def _print_schema_changes(workspaces: list[WorkspaceStatus]) -> None:
             out.print(output.printable(f"  {line}"))
 
 
+def models_line(build: ModelBuild | None) -> str:
+    """The last model build in one line: when, whether it built, the tests that warned."""
+    if build is None:
+        return "never built"
+    when = _when(build.finished_at)
+    if not build.success:
+        return f"the last build failed ({when}): {build.first_error or 'see the dbt log'}"
+    warned = (
+        f"; {len(build.warned)} tests warned: {', '.join(build.warned)}" if build.warned else ""
+    )
+    return f"built {when}: {build.models_built} models, {build.tests_passed} tests passed{warned}"
+
+
 def _print_privacy(found: Status) -> None:
     """The privacy policy each workspace's rows are under, and the erasures recorded."""
     several = len(found.workspaces) > 1
@@ -97,7 +113,7 @@ def _print_operator_view(workspaces: list[WorkspaceStatus], now: datetime) -> No
             f"{_when(last.started_at)}, {last.outcome}" if last else "none",
             f"{_when(success.finished_at or success.started_at)}" if success else "never",
             _when(workspace.newest_change) if workspace.newest_change else "",
-            _duration(workspace.cursor_lag),
+            duration(workspace.cursor_lag),
             _requests(last),
         )
     out.print(who)
@@ -196,27 +212,30 @@ def _when(moment: datetime | None) -> str:
     return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if moment else ""
 
 
-def _duration(span: timedelta | None) -> str:
-    if span is None:
-        return ""
-    seconds = span.total_seconds()
-    if seconds < 120:
-        return f"{seconds:,.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:,.0f} min"
-    return f"{seconds / 3600:,.1f} h"
-
-
 # ---------------------------------------------------------------------- for monitors
 
 
-def status_document(found: Status, now: datetime | None = None) -> dict[str, Any]:
-    """`status --format json`: every workspace's operator view, as a monitor reads it."""
+def status_document(
+    found: Status, now: datetime | None = None, max_age: timedelta = DEFAULT_MAX_AGE
+) -> dict[str, Any]:
+    """`status --format json`: every workspace's operator view, as a monitor reads it, with
+    its health (`ok`, `stale`, `health`, `why`: what `--check` would say of it)."""
     now = now or datetime.now(UTC)
+    health = healths(found, max_age, (), now)
     return {
         "warehouse": str(found.warehouse),
         "generated_at": now.isoformat(),
-        "workspaces": [_workspace_document(w, now) for w in found.workspaces],
+        "models": _models_document(found.models),
+        "workspaces": [
+            {
+                **_workspace_document(w, now),
+                "health": str(health[w.label].health),
+                "ok": health[w.label].health is Health.OK,
+                "stale": health[w.label].health is Health.STALE,
+                "why": health[w.label].why or None,
+            }
+            for w in found.workspaces
+        ],
         "erasures": found.erasures,
         "running": (
             {"pid": found.running.pid, "since": found.running.since, "what": found.running.what}
@@ -268,6 +287,24 @@ def _schema_changes_document(run: RunRecord | None) -> dict[str, Any] | None:
     }
 
 
+def _models_document(build: ModelBuild | None) -> dict[str, Any] | None:
+    """The last model build, as a monitor reads it (None: never built)."""
+    if build is None:
+        return None
+    return {
+        "finished_at": _iso(build.finished_at),
+        "success": build.success,
+        "models_built": build.models_built,
+        "models_errored": build.models_errored,
+        "tests_passed": build.tests_passed,
+        "tests_warned": build.tests_warned,
+        "tests_errored": build.tests_errored,
+        "errored": build.errored,
+        "warned": build.warned,
+        "first_error": build.first_error,
+    }
+
+
 def _webhooks_document(reconciled: tuple[int, int | None] | None) -> dict[str, Any] | None:
     """What the last load found of the webhooks' work (None: webhooks off)."""
     return None if reconciled is None else {"missed": reconciled[0], "brought": reconciled[1]}
@@ -297,31 +334,6 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat() if moment else None
 
 
-def print_document(found: Status) -> None:
-    sys.stdout.write(json.dumps(status_document(found), indent=2, default=str) + "\n")
-
-
-# ---------------------------------------------------------------------- for cron
-
-
-def stale_workspaces(
-    found: Status, max_age: timedelta, configured: list[str], now: datetime | None = None
-) -> list[str]:
-    """One line per workspace not loaded within `max_age`: those of the warehouse, and the
-    configured ones that never loaded."""
-    now = now or datetime.now(UTC)
-    lines = []
-    for workspace in found.workspaces:
-        age = workspace.age(now)
-        if age is None or age > max_age:
-            last = workspace.last_run
-            why = (
-                f"; last run {last.outcome}: {last.stop_reason}"
-                if last and last.stop_reason
-                else ""
-            )
-            since = f"{_duration(age)} ago" if age else "never"
-            lines.append(f"workspace {workspace.label}: last loaded {since}{why}")
-    known = {w.configured_as for w in found.workspaces}
-    lines += [f"workspace {name}: never loaded" for name in configured if name not in known]
-    return lines
+def print_document(found: Status, max_age: timedelta = DEFAULT_MAX_AGE) -> None:
+    document = status_document(found, max_age=max_age)
+    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pipelines.modeling.record import ModelBuild, journaled_builds, last_build
 from pipelines.outcome import Outcome
 from pipelines.raw.deletions import deleted_rows
 from pipelines.raw.pipeline import StoredState, pipeline_name_for, stored_states
@@ -161,6 +162,7 @@ class Status:
     workspaces: list[WorkspaceStatus]
     erasures: int = 0  # people erased with `signing-etl forget`
     running: RunningLoad | None = None  # a run holding the warehouse while it was read
+    models: ModelBuild | None = None  # the newest model build (None: never built)
 
     @property
     def running_line(self) -> str | None:
@@ -215,6 +217,7 @@ def read_status(warehouse: Warehouse | Path) -> Status:
     held = place.running()  # asked first: a run that ends meanwhile has published already
     with place.reader() as client:
         found = _status_through(client, place.path, journaled_runs(place))
+        found.models = last_build(client, columns_by_table(client), journaled_builds(place))
     found.running = RunningLoad.parse(held) if held else None
     return found
 

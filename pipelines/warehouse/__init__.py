@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,11 @@ import dlt
 
 from pipelines.errors import (
     QueryRefused,
-    WarehouseError,
     WarehouseMissing,
+    WarehousePathError,
 )
 
-from . import _duckdb, _published
+from . import _duckdb, _journal, _published
 from ._catalog import (
     LoadedWorkspace,
     SqlClient,
@@ -87,19 +87,19 @@ class Warehouse(ModelsPlace, ReportPlace):
         (its lock, its working folders), whatever path led to it.
 
         Raises:
-            WarehouseError: `path` is a symbolic link to nothing (a load would write wherever
+            WarehousePathError: `path` is a symbolic link to nothing (a load would write wherever
                 it points).
         """
         named = Path(path).expanduser()
         if destination == DEFAULT_DESTINATION and named.is_symlink() and not named.exists():
-            raise WarehouseError(
+            raise WarehousePathError(
                 f"{named} is a symbolic link to {os.readlink(named)}, which does not exist; "
                 "point --duckdb at the warehouse file itself"
             )
         resolved = named.resolve()
         if destination == DEFAULT_DESTINATION and _UNQUOTABLE.search(resolved.stem):
             # dbt-duckdb names the database after the file and quotes that name badly.
-            raise WarehouseError(
+            raise WarehousePathError(
                 f"the warehouse file's name {resolved.name!r} holds a quote or a control "
                 "character, which dbt cannot open; choose another name with --duckdb"
             )
@@ -137,10 +137,14 @@ class Warehouse(ModelsPlace, ReportPlace):
         opens (`path` is the published copy analysts read); `path` for other destinations."""
         return _published.working_file(self.path) if self.is_file else self.path
 
-    @property
-    def journal_path(self) -> Path:
-        """Records of runs that could not write the warehouse (it was busy), for `status`."""
-        return _published.working_folder(self.path) / "unrecorded_runs.jsonl"
+    def journal(self, name: str, row: Mapping[str, Any]) -> None:
+        """Keep `row` in the journal `name` beside the warehouse (`_journal`: in the user's
+        state folder when that disk is full), where `status` reads it."""
+        _journal.append(_published.working_folder(self.path) / name, dict(row))
+
+    def journaled(self, name: str) -> list[dict[str, Any]]:
+        """The rows of the journal `name` (a line that cannot be read is skipped)."""
+        return _journal.read(_published.working_folder(self.path) / name)
 
     @property
     def webhooks_dir(self) -> Path:
@@ -158,7 +162,7 @@ class Warehouse(ModelsPlace, ReportPlace):
         """Fail in one line when `path` names something that is not a file (a folder, a
         device such as /dev/null): nothing is written beside it, no lock either."""
         if self.is_file and self.path.exists() and not self.path.is_file():
-            raise WarehouseError(
+            raise WarehousePathError(
                 f"{self.path} is not a file (a folder or a device); point --duckdb at a "
                 "DuckDB file, or at a path where one may be created"
             )
@@ -174,7 +178,7 @@ class Warehouse(ModelsPlace, ReportPlace):
             with tempfile.TemporaryFile(dir=existing):
                 pass
         except OSError as error:
-            raise WarehouseError(
+            raise WarehousePathError(
                 f"cannot write in {existing} ({error.strerror}); choose a writable folder "
                 "with --duckdb"
             ) from None

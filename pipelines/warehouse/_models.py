@@ -104,5 +104,10 @@ class ModelsPlace:
                 with environment_set(target.environment):
                     yield target
             finally:
-                if self.is_file:
-                    _duckdb.close_dbt_connections()
+                self.release_dbt()
+
+    def release_dbt(self) -> None:
+        """Close dbt's in-process connections to a DuckDB file, so this process (a build's
+        record, the next load) can open it again; nothing for other destinations."""
+        if self.is_file:
+            _duckdb.close_dbt_connections()

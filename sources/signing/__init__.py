@@ -53,7 +53,7 @@ from .incremental import (
 )
 from .paging import Record, fingerprint
 from .privacy import PrivacyConfigError, PrivacyPolicy, configured_privacy, describe_policy
-from .reconcile import reconcile
+from .reconcile import check_due, reconcile
 from .rows import (
     ErasedPeople,
     audit_event_rows,
@@ -370,10 +370,13 @@ def contacts(context: SyncContext) -> Iterator[list[Record]]:
 )
 def webhooks(context: SyncContext) -> Iterator[list[Record]]:
     """Webhook subscriptions (the list is small and unpaged); deleted ones are removed. A key
-    without the scope they need is warned about and the rest loads."""
+    without the scope they need is warned about and the rest loads. They change rarely, so
+    they are read on the count checks' cadence (`count_check_every_hours`)."""
     state = dlt.current.resource_state()
+    if not check_due(context, state.get(settings.STATE_READ_AT)):
+        return
     try:
-        hooks, _, _ = context.client.get_data("/webhooks")
+        hooks, _, answered_at = context.client.get_data("/webhooks")
     except Forbidden as refused:
         scope = settings.SKIPPABLE_ON_403["/webhooks"]
         context.client.stats.warn(
@@ -388,5 +391,6 @@ def webhooks(context: SyncContext) -> Iterator[list[Record]]:
     changed = [row for i, row in current.items() if loaded.get(i) != fingerprint(row)]
     gone = [{"id": i, "workspace_id": ws, "deleted": True} for i in loaded if i not in current]
     state[settings.STATE_FINGERPRINTS] = {i: fingerprint(row) for i, row in current.items()}
+    state[settings.STATE_READ_AT] = to_iso(answered_at)
     if changed or gone:
         yield context.counted("webhooks", context.stamp(changed + gone, "webhooks"))

@@ -144,6 +144,9 @@ class SigningClient:
         self._failures = threading.Lock()
         self._failing_since: float | None = None
         self._answered_at = float("-inf")
+        # The service's clock as its latest answer stated it (`Date`): the run's "now" for
+        # what is due by the service's time, without a request to ask it.
+        self.service_time: datetime | None = None
         self.host = url.netloc.decode()
         self.base_url = base_url.rstrip("/")
         connections = httpx.Limits(
@@ -187,6 +190,9 @@ class SigningClient:
                     f" ({self.failing_for():.0f} s of failures): {cause}"
                 )
             ) from None
+        with self._failures:
+            if self.service_time is None or result[1] > self.service_time:
+                self.service_time = result[1]
         return result
 
     def get_data(

@@ -67,6 +67,9 @@ class SigningConfiguration(BaseConfiguration):
     deletes: str = "soft"
     # A full pass over a list's ids runs when the last one is older (the service's clock).
     full_check_max_age_hours: float = settings.FULL_CHECK_MAX_AGE_HOURS
+    # A run that loaded nothing of a list checks its count (and reads the subscriptions) when
+    # the last check is this old (the service's clock; 0: every run).
+    count_check_every_hours: float = settings.COUNT_CHECK_EVERY_HOURS
     # A full pass finding more than this share of a table's live rows gone marks nothing and
     # fails the run, unless the load allows a mass deletion.
     mass_delete_share: float = settings.MASS_DELETE_SHARE
@@ -106,10 +109,9 @@ class SigningConfiguration(BaseConfiguration):
                 "max_pages_without_new_records must be 1 or more, not "
                 f"{self.max_pages_without_new_records}"
             )
-        if self.full_check_max_age_hours < 0:
-            raise SigningAPIError(
-                f"full_check_max_age_hours must be 0 or more, not {self.full_check_max_age_hours}"
-            )
+        for name in ("full_check_max_age_hours", "count_check_every_hours"):
+            if getattr(self, name) < 0:
+                raise SigningAPIError(f"{name} must be 0 or more, not {getattr(self, name)}")
         if not 0 <= self.mass_delete_share <= 1:
             raise SigningAPIError(
                 f"mass_delete_share must be between 0 and 1, not {self.mass_delete_share}"
@@ -155,6 +157,7 @@ class SigningConfiguration(BaseConfiguration):
             allow_mass_delete,
             self.full_check_max_age_hours,
             self.mass_delete_share,
+            self.count_check_every_hours,
         )
 
 

@@ -22,8 +22,9 @@ from .paging import Record
 
 DeleteMode = Literal["soft", "hard"]
 # How a list was checked in a run: its `total` against the warehouse (`count`), a full pass
-# over its ids (`full`), a full pass that did not complete and so marks nothing (`incomplete`).
-CheckKind = Literal["count", "full", "incomplete"]
+# over its ids (`full`), a full pass that did not complete and so marks nothing (`incomplete`),
+# or not at all: nothing of it loaded and its last check younger than its cadence (`none`).
+CheckKind = Literal["count", "full", "incomplete", "none"]
 
 
 class WarehouseRecords(Protocol):
@@ -48,6 +49,7 @@ class DeletionSettings:
     allow_mass_delete: bool = False  # mark what a full pass found, whatever its share
     full_check_max_age_hours: float = settings.FULL_CHECK_MAX_AGE_HOURS
     mass_delete_share: float = settings.MASS_DELETE_SHARE
+    count_check_every_hours: float = settings.COUNT_CHECK_EVERY_HOURS
 
 
 @dataclass
@@ -59,7 +61,9 @@ class FullCheck:
     count check expects (older than `--since`). `whole_history`: the warehouse was loaded from
     the list's beginning, so a full pass loads what it holds not (a record restored after a
     hard delete, or deleted before the first load and restored since) instead of counting it;
-    unknown for warehouses loaded before these checks existed, which are taken as partial."""
+    unknown for warehouses loaded before these checks existed, which are taken as partial.
+    `counted_at`: the list's last check of either kind (the service's clock), which sets when
+    the next count check is due."""
 
     table: str
     at: str | None = None
@@ -67,6 +71,7 @@ class FullCheck:
     found: int = 0
     unlisted: int = 0
     whole_history: bool = False
+    counted_at: str | None = None
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -76,6 +81,7 @@ class FullCheck:
             "found": self.found,
             "unlisted": self.unlisted,
             "whole_history": self.whole_history,
+            "counted_at": self.counted_at,
         }
 
     @classmethod
@@ -89,6 +95,7 @@ class FullCheck:
             found=int(state.get("found", 0)),
             unlisted=int(state.get("unlisted", 0)),
             whole_history=bool(state.get("whole_history", False)),
+            counted_at=state.get("counted_at"),
         )
 
 

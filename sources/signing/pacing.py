@@ -4,7 +4,9 @@ It starts from the reference's stated rate (10/s, burst 40) and then follows the
 never sends while the last response said no request is left (`X-RateLimit-Remaining` minus the
 requests still in flight), waits `X-RateLimit-Reset` or `Retry-After` when told to, and slows to
 a per-minute plan limit once the headers reveal one (an empty bucket whose reset is two seconds
-or more away). One pacer is shared by every resource and thread of a run.
+or more away). It keeps `PACE_MARGIN` below each rate it knows: at exactly the allowance the
+service's clock and ours drift apart by a request now and then, and that request earns a 429.
+One pacer is shared by every resource and thread of a run.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ class Pacer:
         control: RunControl | None = None,
         budget: int | None = None,
         max_wait: float = settings.MAX_RETRY_AFTER_SECONDS,
+        margin: float = settings.PACE_MARGIN,
     ) -> None:
-        self.rate = rate
+        self.margin = margin
+        self.rate = rate  # the allowance as far as the pacer knows it; it sends below it
         self.budget = budget
         self.max_wait = max_wait
         self.burst = burst
@@ -71,12 +75,13 @@ class Pacer:
         """Seconds until the next request may go (0: now); raises if the run has stopped."""
         self._control.check()
         now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._refilled) * self.rate)
+        pace = self.rate * (1 - self.margin)
+        self._tokens = min(self.burst, self._tokens + (now - self._refilled) * pace)
         self._refilled = now
         if now < self._not_before:
             return self._not_before - now
         if self._tokens < 1:
-            return (1 - self._tokens) / self.rate
+            return (1 - self._tokens) / pace
         if self._server_left is not None and self._server_left < 1:
             if self._in_flight:
                 return 1.0  # a response in flight will tell how much room there is

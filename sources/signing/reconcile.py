@@ -1,10 +1,12 @@
 """Reconciling one list with the warehouse, after the run's pass over its changes: a cheap check
 first, a full pass over the list's ids where the check cannot decide.
 
-The check asks the list's `total` (one request, `limit=1`) and compares it with what the
-warehouse will hold live once this run is loaded: its live rows, the records this run loads,
-and the records the last full pass found listed but not held (`FullCheck.unlisted`). Where they
-agree and the last full pass is recent, nothing was deleted. Else, on `--reconcile`, or when the
+The check asks the list's `total` (one request, `limit=1`), when the run loaded records of the
+list or the last check is `count_check_every_hours` old (a run with nothing new then costs no
+request here), and compares it with what the warehouse will hold live once this run is
+loaded: its live rows, the records this run loads, and the records the last full pass found
+listed but not held (`FullCheck.unlisted`). Where they agree and the last full pass is
+recent, nothing was deleted. Else, on `--reconcile`, or when the
 last full pass is older than `full_check_max_age_hours` (by the service's clock), the whole
 list is paged (archived shipments too) and every record the warehouse holds live that the pass
 did not see is gone.
@@ -47,9 +49,12 @@ def reconcile(context: SyncContext, name: str, state: dict[str, Any]) -> Iterato
     if warehouse is None or not deletions.is_caught_up(name):
         return
     last = FullCheck.from_state(name, state.get(settings.STATE_DELETIONS))
+    listed = deletions.listed_ids(name) - deletions.not_found_ids(name)
+    if not listed and not _count_due(context, last):
+        deletions.checked(name, CheckOutcome("none", 0, last.at))
+        return
     path, extra = settings.LIST_ENDPOINTS[name]
     page, answered_at = read_page(context, path, {**extra, "limit": 1, "offset": 0})
-    listed = deletions.listed_ids(name) - deletions.not_found_ids(name)
     live_count = warehouse.live_count(name)
     if live_count == 0 and not warehouse.ids(name)[1]:
         # Nothing held live, so nothing to mark: what the list holds beyond this run's records
@@ -57,7 +62,7 @@ def reconcile(context: SyncContext, name: str, state: dict[str, Any]) -> Iterato
         # check expects it.
         unlisted = max(0, (page.total or 0) - len(listed))
         whole = context.initial_since is None
-        kept = FullCheck(name, to_iso(answered_at), 1, 0, unlisted, whole)
+        kept = FullCheck(name, to_iso(answered_at), 1, 0, unlisted, whole, to_iso(answered_at))
         state[settings.STATE_DELETIONS] = kept.to_state()
         deletions.checked(name, CheckOutcome("count", 1, kept.at, live=0))
         return
@@ -71,6 +76,7 @@ def reconcile(context: SyncContext, name: str, state: dict[str, Any]) -> Iterato
             "to find deleted records"
         )
     if page.total == expected and not _due(context, last, answered_at):
+        last.counted_at = to_iso(answered_at)
         state[settings.STATE_DELETIONS] = last.to_state()
         deletions.checked(name, CheckOutcome("count", 1, last.at, live=live_count))
         return
@@ -94,6 +100,24 @@ def _formerly_unlisted(context: SyncContext, name: str, last: FullCheck, new: se
         except ValueError:
             continue
     return min(formerly, last.unlisted)
+
+
+def check_due(context: SyncContext, last_at: str | None) -> bool:
+    """Whether a read done on the count checks' cadence is due: asked for (`--reconcile`),
+    never done, or `count_check_every_hours` passed since `last_at` by the service's clock
+    (as its latest answer stated it)."""
+    now = context.client.service_time
+    if context.deletions.settings.reconcile or last_at is None or now is None:
+        return True
+    every = timedelta(hours=context.deletions.settings.count_check_every_hours)
+    return now - parse_iso(last_at) >= every
+
+
+def _count_due(context: SyncContext, last: FullCheck) -> bool:
+    """A count check is due in a run that loaded nothing of the list: on its cadence, or
+    when a full pass is due."""
+    now = context.client.service_time
+    return check_due(context, last.counted_at) or (now is not None and _due(context, last, now))
 
 
 def _due(context: SyncContext, last: FullCheck, now: datetime) -> bool:
@@ -128,8 +152,9 @@ def _full_check(
     candidates = live - scan.seen
     gone, unconfirmed, served = _confirmed(context, name, candidates)
     unlisted = 0 if last.whole_history else len(scan.seen - live - deleted - listed)
+    began = to_iso(scan.started)
     done = FullCheck(
-        name, to_iso(scan.started), scan.requests, len(gone), unlisted, last.whole_history
+        name, began, scan.requests, len(gone), unlisted, last.whole_history, counted_at=began
     )
     state[settings.STATE_DELETIONS] = done.to_state()
     if served:

@@ -18,6 +18,10 @@ MAX_PAGES_WITHOUT_NEW_RECORDS = 20
 # starts here and then obeys the X-RateLimit-* headers of every response.
 REQUESTS_PER_SECOND = 10.0
 BURST = 40
+# The pacer sends at this share below every rate it knows (the one configured, a per-minute
+# limit the headers reveal): at exactly the allowance, the service's bucket and ours drift
+# apart by a request now and then, and the service refuses it (an earned 429).
+PACE_MARGIN = 0.1
 # Child endpoints (events, fields, document details) fetched at once, all through one pacer.
 CHILD_CONCURRENCY = 8
 
@@ -94,6 +98,7 @@ STATE_PENDING = "pending"  # shipments whose child endpoint is still to fetch
 STATE_PENDING_DETAILS = "pending_details"  # documents whose detail is still to fetch
 STATE_FINGERPRINT = "fingerprint"  # the workspace row as last loaded
 STATE_FINGERPRINTS = "fingerprints"  # the webhooks as last loaded, by id
+STATE_READ_AT = "read_at"  # when the webhooks were last read (the service's clock)
 # The list each incremental resource pages through, as `status` names its cursor.
 LIST_OF_RESOURCE = {
     "documents": "documents",
@@ -104,10 +109,16 @@ STATE_DELETIONS = "deletions"  # the list's last full check for deleted records 
 
 # Deleted records: the service announces no deletion (the application deletes contacts,
 # documents and shipments; they vanish from lists and answer 404), so the source reconciles.
-# A list whose `total` agrees with the warehouse's live rows costs one request (`limit=1`); a
-# full pass over its ids runs where they disagree, on request, or when the last one is older
-# than this many hours (by the service's clock).
-FULL_CHECK_MAX_AGE_HOURS = 24.0
+# A list whose `total` agrees with the warehouse's live rows costs one request (`limit=1`):
+# this count check runs when the run loaded records of the list, or when the last one is this
+# many hours old (by the service's clock; 0: every run). The subscriptions list (GET /webhooks)
+# is read on the same cadence. With hourly runs and nothing new, a run makes 4 requests, and 4
+# more every 6 hours.
+COUNT_CHECK_EVERY_HOURS = 6.0
+# A full pass over a list's ids runs where the count disagrees, on request (`--reconcile`), or
+# when the last one is older than this many hours (by the service's clock): it finds the
+# deletions a count cannot (one record deleted, another restored).
+FULL_CHECK_MAX_AGE_HOURS = 168.0
 # A full pass that would mark more than this share of a table's live rows marks nothing and
 # fails the run (unless the load allows a mass deletion): a pass cut short by something nobody
 # noticed looks exactly like a mass deletion ...

@@ -66,7 +66,7 @@ def test_a_failure_is_told_once_and_the_recovery_once(
     assert endpoint.messages() == []  # first seen healthy: no news
 
     assert load(bad) == 1
-    assert run_cli(check, cwd=tmp_path, env=good).returncode == 0  # fresh, though failed
+    assert run_cli(check, cwd=tmp_path, env=good).returncode == 1  # fresh, but it failed
     [failed] = endpoint.messages()
     assert failed.startswith("workspace default is failed: ")
     assert "sk_live_revoked" not in failed

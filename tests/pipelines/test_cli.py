@@ -26,6 +26,7 @@ from tests.support import (
     describe,
     differences,
     duplicate_keys,
+    error_lines,
     fast,
     load_args,
     message_lines,
@@ -253,6 +254,12 @@ def test_a_load_while_another_holds_the_lock_stops_as_busy_and_leaves_the_wareho
         run["outcome"] == "stopped" and "another load is running" in run["reason"]
         for run in last_runs
     ), last_runs  # recorded where status reads runs
+    check = run_cli(
+        ["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=cli_env(running)
+    )
+    assert check.returncode == 1, describe(check)
+    (said,) = error_lines(check.stderr)
+    assert "another load is running" in said
     assert admin(running, "GET", "/state")["requests_served"] == served
 
 

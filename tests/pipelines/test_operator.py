@@ -197,9 +197,13 @@ def test_status_as_json_and_its_freshness_check_for_cron(
     assert workspace["rows"]["shipments"] == 30
     assert set(workspace["cursors"]) == {"documents", "shipments", "contacts"}
 
+    assert (workspace["health"], workspace["ok"], workspace["stale"]) == ("failed", False, False)
+    assert workspace["why"].startswith("last run failed: the API key was refused")
+    # Fresh, but its last run failed: the check fails on that too, in one line with the reason.
     fresh = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
-    assert fresh.returncode == 0, describe(fresh)
-    assert fresh.stdout + fresh.stderr == ""
+    assert fresh.returncode == 1, describe(fresh)
+    (failed,) = error_lines(fresh.stderr)
+    assert "workspace default: last run failed: the API key was refused" in failed
     # The loads as if they had run an hour ago: the check's smallest window, 36 s, has passed
     # without waiting for it on the wall clock.
     with duckdb.connect(str(warehouse)) as db:

@@ -16,6 +16,16 @@ from sandbox import RunningSandbox
 from .loading import FAST
 from .sandboxes import served
 
+# The checks for deleted records on every run, and a full pass after 24 hours, as the suite's
+# tests were written before these got a cadence (`count_check_every_hours`, default 6 hours;
+# `full_check_max_age_hours`, default a week): "the next run notices" holds in them. Set for
+# the test processes (`tests/conftest.py`) and every CLI run they start; the cadence's own
+# tests (`tests/sources/test_check_cadence.py`) run with the defaults.
+SUITE_CADENCE = {
+    "SOURCES__SIGNING__COUNT_CHECK_EVERY_HOURS": "0",
+    "SOURCES__SIGNING__FULL_CHECK_MAX_AGE_HOURS": "24",
+}
+
 # What the CLI logs on stderr every 15 s while a run works (not a TTY); not a message.
 PROGRESS_LINE = re.compile(
     r'^(\S+Z INFO (run=\S+ )?(workspace=("[^"]*"|\S+) )?)?\s*\d+ s  [\d,]+ requests[ ,]'
@@ -42,6 +52,7 @@ def cli_env(
         if not name.startswith(("SOURCES__", "DESTINATION__", "RUNTIME__", "DLT_"))
         and name not in ("COLUMNS", "LINES")
     }
+    env.update(SUITE_CADENCE)
     if running is None:
         return env
     values: dict[str, object | None] = {

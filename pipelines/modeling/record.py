@@ -1,0 +1,114 @@
+"""What each model build leaves where `status` reads it: one row per `dbt build` in
+`raw._signing_model_builds` (when, whether it succeeded, the models and tests that failed and
+the tests that warned, by name), written by `build_models`, the one place every build goes
+through (`load`, `models`, `forget`, the demo).
+
+A failed build is also kept in a journal beside the warehouse (`model_builds.jsonl` in its
+working folder): on the DuckDB default a failed run is not published, so its row in the
+working file would stay out of the analysts' copy that `status` reads until the next success;
+and a build that could not write the warehouse at all is still on record. `status` takes the
+newest build of both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows
+
+BUILDS_TABLE = "_signing_model_builds"
+BUILD_COLUMNS = {
+    "build_id": "varchar",
+    "started_at": "timestamp with time zone",
+    "finished_at": "timestamp with time zone",
+    "success": "boolean",
+    "models_built": "bigint",
+    "models_errored": "bigint",
+    "tests_passed": "bigint",
+    "tests_warned": "bigint",
+    "tests_errored": "bigint",
+    "errored": "varchar",
+    "warned": "varchar",
+    "first_error": "varchar",
+}
+BUILDS_JOURNAL = "model_builds.jsonl"
+_LISTS = ("errored", "warned")
+_TIMES = ("started_at", "finished_at")
+
+
+@dataclass(frozen=True)
+class ModelBuild:
+    """One `dbt build` as `status` shows it."""
+
+    build_id: str
+    started_at: datetime
+    finished_at: datetime
+    success: bool
+    models_built: int = 0
+    models_errored: int = 0
+    tests_passed: int = 0
+    tests_warned: int = 0
+    tests_errored: int = 0
+    errored: list[str] = field(default_factory=list)  # models and tests that failed, by name
+    warned: list[str] = field(default_factory=list)  # tests that warned, by name
+    first_error: str | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        row = dataclasses.asdict(self)
+        for name in _LISTS:
+            row[name] = orjson.dumps(row[name]).decode()
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ModelBuild:
+        values = {k: v for k, v in row.items() if k in BUILD_COLUMNS}
+        for name in _LISTS:
+            values[name] = orjson.loads(values.get(name) or "[]")
+        for name in _TIMES:
+            if isinstance(values.get(name), str):
+                values[name] = datetime.fromisoformat(values[name])
+        return cls(**values)
+
+
+def record_build(warehouse: Warehouse, build: ModelBuild) -> None:
+    """Keep `build` in the warehouse and, when it failed or the warehouse would not take it,
+    in the journal. Recording never fails the command: the build's own outcome is what it
+    reports."""
+    written = False
+    with contextlib.suppress(Exception), warehouse.sql_client() as client:
+        table = ensure_table(client, BUILDS_TABLE, BUILD_COLUMNS)
+        row = build.to_row()
+        insert_rows(client, table.name, list(row), [list(row.values())])
+        written = True
+    if not written or not build.success:
+        warehouse.journal(BUILDS_JOURNAL, build.to_row())
+
+
+def last_build(
+    client: SqlClient, columns: dict[str, set[str]], journaled: list[ModelBuild]
+) -> ModelBuild | None:
+    """The newest build recorded in the warehouse or in the journal (None: never built)."""
+    builds = list(journaled)
+    if BUILDS_TABLE in columns:
+        names = sorted(columns[BUILDS_TABLE] & set(BUILD_COLUMNS))
+        table = client.make_qualified_table_name(BUILDS_TABLE)
+        rows = client.execute_sql(
+            f"select {', '.join(names)} from {table} order by finished_at desc limit 1"
+        )
+        builds += [ModelBuild.from_row(dict(zip(names, row, strict=True))) for row in rows or []]
+    return max(builds, key=lambda build: build.finished_at, default=None)
+
+
+def journaled_builds(warehouse: Warehouse) -> list[ModelBuild]:
+    """The builds in the journal beside the warehouse (a line that cannot be read is skipped)."""
+    builds = []
+    for row in warehouse.journaled(BUILDS_JOURNAL):
+        with contextlib.suppress(orjson.JSONDecodeError, TypeError, ValueError):
+            builds.append(ModelBuild.from_row(row))
+    return builds

@@ -1,0 +1,80 @@
+"""A model build's outcome is on record where `status` reads it: a failed build (its failing
+and warning tests by name) in the table, the JSON and the check's exit code, though the failed
+run's working file was not published; a later good build replaces it.
+
+The failure is made the way a service's bad day makes one: a shipment listed twice in `raw`
+(the staging model's unique test errors) and a document the shipments point to gone from `raw`
+(a relationships test warns). The test names come from the models' YAML.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tests.support import SandboxFactory
+from tests.support.cli import cli_env, describe, error_lines, load_args, run_cli
+
+MODEL = "stg_signing__shipments"
+ERRORS = "unique_combination_of_columns"  # the model's unique test (models' YAML)
+WARNS = "relationships_within_workspace"  # its document_id test, severity warn
+
+
+def test_a_failed_model_build_is_in_status_and_fails_the_check_until_a_good_build(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=20, limits_enabled=False)
+    env = cli_env(running)
+    warehouse = tmp_path / "signing.duckdb"
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+    with duckdb.connect(str(warehouse)) as db:
+        db.execute("insert into raw.shipments select * from raw.shipments limit 1")
+        row = db.execute("select document_id from raw.shipments limit 1").fetchone()
+        assert row is not None
+        document = row[0]
+        db.execute("delete from raw.documents where id = ?", [document])
+
+    # The shipments' staging view and the one its warned test refers to.
+    build = ["models", "--duckdb", str(warehouse), "--select", f"{MODEL} stg_signing__documents"]
+    failed = run_cli(build, cwd=tmp_path, env=env)
+    assert failed.returncode == 1, describe(failed)
+
+    document_json = _status(warehouse, tmp_path, env)
+    models = document_json["models"]
+    assert models["success"] is False
+    assert any(ERRORS in name and MODEL in name for name in models["errored"]), models
+    assert any(WARNS in name and MODEL in name for name in models["warned"]), models
+    (workspace,) = document_json["workspaces"]
+    assert (workspace["health"], workspace["ok"]) == ("failed", False)
+    assert workspace["why"].startswith("the last model build failed: ")
+    table = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
+    assert "Models: the last build failed" in table.stdout, describe(table)
+    check = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
+    assert check.returncode == 1, describe(check)
+    (line,) = error_lines(check.stderr)
+    assert "workspace default: the last model build failed: " in line
+
+    with duckdb.connect(str(warehouse)) as db:  # the duplicate gone; the document stays gone
+        db.execute("create table keep as select distinct * from raw.shipments")
+        db.execute("delete from raw.shipments")
+        db.execute("insert into raw.shipments select * from keep")
+    good = run_cli(["models", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
+    assert good.returncode == 0, describe(good)
+    assert WARNS in good.stderr  # the summary names the warned test
+
+    models = _status(warehouse, tmp_path, env)["models"]
+    assert models["success"] is True
+    assert models["errored"] == []
+    assert [name for name in models["warned"] if WARNS in name], models
+    check = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
+    assert check.returncode == 0, describe(check)
+
+
+def _status(warehouse: Path, folder: Path, env: dict[str, str]) -> dict[str, Any]:
+    shown = run_cli(["status", "--duckdb", str(warehouse), "--format", "json"], cwd=folder, env=env)
+    assert shown.returncode == 0, describe(shown)
+    document: dict[str, Any] = json.loads(shown.stdout)
+    return document
