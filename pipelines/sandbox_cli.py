@@ -49,6 +49,22 @@ def sandbox_command(
             min=1, max=20, help="Workspaces served, each with its own key and data; ids collide."
         ),
     ] = 1,
+    new_personal_fields: Annotated[
+        bool,
+        typer.Option(
+            "--new-personal-fields",
+            help="Send fields the reference does not list: a contact's address and former "
+            "e-mails, a recipient's mobile number, an audit actor's device and location.",
+        ),
+    ] = False,
+    new_values_and_types: Annotated[
+        bool,
+        typer.Option(
+            "--new-values-and-types",
+            help="Send a recipient status the reference does not list (viewed) and view_count "
+            "as text.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the local sandbox of the signing API v1 until Ctrl-C."""
     from sandbox import PLAN_REQUESTS_PER_MINUTE, SandboxConfig
@@ -63,6 +79,8 @@ def sandbox_command(
         plan=plan,
         order=order,  # type: ignore[arg-type]
         limits_enabled=not no_limits,
+        new_personal_fields=new_personal_fields,
+        new_values_and_types=new_values_and_types,
     )
     if start is not None:
         try:

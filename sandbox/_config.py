@@ -73,6 +73,10 @@ class SandboxConfig:
     webhook_stale_rate: float = 0.0
     webhook_delay_s: float = 0.0
     webhook_reorder_s: float = 0.0
+    # A service that changes under its clients (`_drift.py`): fields the reference does not
+    # list, on people; a status it does not list and a count sent as text.
+    new_personal_fields: bool = False
+    new_values_and_types: bool = False
     behaviour: Behaviour = field(default_factory=Behaviour)
 
     @property
@@ -105,6 +109,8 @@ RUNTIME_SETTINGS = (
     "fault_retry_after_s",
     "fault_truncate_rate",
     "limits_enabled",
+    "new_personal_fields",
+    "new_values_and_types",
     "order",
     "requests_per_minute",
     "requests_per_second",
@@ -139,9 +145,9 @@ def _check_setting(name: str, value: Any) -> None:
         if value not in get_args(RetryAfterForm):
             raise SandboxError(422, "invalid_request", "fault_retry_after is not a known form")
         return
-    if name == "limits_enabled":
+    if name in ("limits_enabled", "new_personal_fields", "new_values_and_types"):
         if not isinstance(value, bool):
-            raise SandboxError(422, "invalid_request", "limits_enabled must be true or false")
+            raise SandboxError(422, "invalid_request", f"{name} must be true or false")
         return
     if value is None and name in ("requests_per_minute", "daily_requests"):
         return

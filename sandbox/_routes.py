@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import _writes
+from . import _drift, _writes
 from ._errors import DailyAllowanceExhausted, SandboxError
 from ._http import (
     check_string_list,
@@ -160,7 +160,7 @@ async def list_shipments(request: Request) -> Response:
             document_id=request.query_params.get("document_id"),
             include_archived=_bool_param(request, "include_archived"),
         )
-        items = [s.to_json() for s in page.items]
+        items = [_drift.shipment(s.to_json(), store.config) for s in page.items]
     return _envelope(items, page.total, limit, offset)
 
 
@@ -200,7 +200,8 @@ async def create_shipment(request: Request) -> Response:
 async def get_shipment(request: Request) -> Response:
     store = _store(request, "read")
     with store.lock:
-        return json_response({"data": store.find_shipment(request.path_params["id"]).to_json()})
+        found = store.find_shipment(request.path_params["id"])
+        return json_response({"data": _drift.shipment(found.to_json(), store.config)})
 
 
 async def shipment_fields(request: Request) -> Response:
@@ -214,6 +215,7 @@ async def shipment_events(request: Request) -> Response:
     limit = _int_param(request, "limit", 100, 1, 500)
     with store.lock:
         events = store.find_shipment(request.path_params["id"]).audit_events()
+        events = _drift.audit_events(events, store.config)
     return json_response({"data": events[::-1][:limit]})
 
 
@@ -228,7 +230,7 @@ async def list_contacts(request: Request) -> Response:
             request.query_params.get("search"),
             request.query_params.get("email"),
         )
-        items = [c.to_json() for c in page.items]
+        items = [_drift.contact(c.to_json(), store.config) for c in page.items]
     return _envelope(items, page.total, limit, offset)
 
 
@@ -254,7 +256,7 @@ async def get_contact(request: Request) -> Response:
         contact = store.contacts.by_id.get(request.path_params["id"])
         if contact is None:
             raise SandboxError(404, "not_found", "contact not found")
-        return json_response({"data": contact.to_json()})
+        return json_response({"data": _drift.contact(contact.to_json(), store.config)})
 
 
 async def list_webhooks(request: Request) -> Response:

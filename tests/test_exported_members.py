@@ -117,6 +117,7 @@ EXPORTED: dict[str, list[str]] = {
         "LoadSteps",
         "PipelineRecords",
         "RunRecord",
+        "SchemaChanges",
         "StoredState",
         "adopt_legacy_state",
         "deleted_rows",

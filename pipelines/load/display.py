@@ -99,6 +99,7 @@ def load_summary(result: LoadResult, seconds: float, several: bool = False) -> N
             workspace=result.workspace_name,
             missed_by_webhooks=result.missed_by_webhooks,
             brought_by_webhooks=result.brought_by_webhooks,
+            schema_changes=result.schema_changes.to_record(),
         )
     elif not several and not out.is_terminal:
         # In a log, the summary is lines like the ones around it, each stamped.

@@ -43,6 +43,7 @@ from pipelines.raw.run_records import (
     record_incomplete_shipments,
     record_run,
 )
+from pipelines.raw.schema_changes import SchemaChanges
 from pipelines.raw.steps import LoadSteps
 from pipelines.warehouse import DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.ledger import Reconciliation
@@ -117,6 +118,7 @@ class LoadResult:
     # Changed shipments and contacts the webhooks had missed / brought (None: webhooks off).
     missed_by_webhooks: int | None = None
     brought_by_webhooks: int | None = None
+    schema_changes: SchemaChanges = field(default_factory=SchemaChanges)
 
     @property
     def seconds(self) -> float:
@@ -147,6 +149,7 @@ class LoadResult:
             daily_remaining=stats.daily_remaining,
             missed_by_webhooks=self.missed_by_webhooks,
             brought_by_webhooks=self.brought_by_webhooks,
+            schema_changes=self.schema_changes.to_record(),
         )
 
 
@@ -327,6 +330,7 @@ class _Run:
             load_info=info,
             deletions=deletions or [],
             marked=marked or {},
+            schema_changes=steps.schema_changes if steps else SchemaChanges(),
         )
 
     def record(self, through: dlt.Pipeline | Warehouse, result: LoadResult) -> None:

@@ -2,7 +2,8 @@
 dlt pipeline and the state it keeps, a workspace forgotten for a full refresh),
 `privacy_records` (the privacy policy each workspace's rows are under, and the erasures),
 `privacy_gate` (the policy every writer's rows are under: the warehouse's), `steps` (dlt's
-steps of one load, shared by runs and webhook drains, through the gate), `run_records` (every
+steps of one load, shared by runs and webhook drains, through the gate, and what a load changed
+in the service's shape, `schema_changes`), `run_records` (every
 run's record and the shipments still loading) and `deletions` (what a run found deleted,
 marked or removed)."""
 
@@ -18,12 +19,14 @@ from .pipeline import (
     stored_states,
 )
 from .run_records import RunRecord, read_runs, record_incomplete_shipments, record_run
+from .schema_changes import SchemaChanges
 from .steps import LoadSteps
 
 __all__ = [
     "LoadSteps",
     "PipelineRecords",
     "RunRecord",
+    "SchemaChanges",
     "StoredState",
     "adopt_legacy_state",
     "deleted_rows",

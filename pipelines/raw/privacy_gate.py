@@ -62,7 +62,8 @@ def policy_in_force(client: Any, writer: PrivacyPolicy, workspace_id: str) -> Pr
     """
     existing = columns_by_table(client)
     record = _record_for(client, writer, workspace_id, existing)
-    actions = {column: _action(record, column) for column in PERSONAL_COLUMNS}
+    named = [*PERSONAL_COLUMNS, *(c for c in sorted(record.actions) if c not in PERSONAL_COLUMNS)]
+    actions = {column: _action(record, column) for column in named}  # new columns released
     policy = PrivacyPolicy(record.preset, actions, writer.key)
     if policy.hashed and writer.key_id != record.key_id:
         here = f"the one set here has id {writer.key_id}" if writer.key else "none is set here"

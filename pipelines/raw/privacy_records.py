@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from pipelines.warehouse import SqlClient, columns_by_table, ensure_table
-from sources.signing import PrivacyPolicy, describe_policy
+from sources.signing import PERSONAL_COLUMNS, PrivacyPolicy, describe_policy
 
 POLICY_TABLE = "_signing_privacy"
 ERASURES_TABLE = "_signing_erasures"
@@ -56,6 +56,9 @@ class PolicyRecord:
     def same_as(self, policy: PrivacyPolicy) -> bool:
         """Whether this record says exactly `policy` (its actions and its key)."""
         same_actions = all(self.action(c) == a for c, a in policy.actions.items())
+        # A column the presets do not know counts only where it is named: named is released.
+        released = {c for c in self.actions if c not in PERSONAL_COLUMNS}
+        same_actions &= released == {c for c in policy.actions if c not in PERSONAL_COLUMNS}
         return same_actions and self.preset == policy.preset and self.key_id == policy.key_id
 
     def describe(self) -> str:

@@ -45,8 +45,16 @@ RUN_COLUMNS: dict[str, str] = {
     "daily_remaining": "bigint",
     "missed_by_webhooks": "bigint",
     "brought_by_webhooks": "bigint",
+    "schema_changes": "varchar",
 }
-_JSON_COLUMNS = ("rows", "requests_by_endpoint", "warnings", "limits", "deletions")
+_JSON_COLUMNS = (
+    "rows",
+    "requests_by_endpoint",
+    "warnings",
+    "limits",
+    "deletions",
+    "schema_changes",
+)
 _NULLABLE = ("workspace_id", "finished_at", "workspace_name", "service_time", "daily_remaining")
 
 
@@ -74,6 +82,8 @@ class RunRecord:
     # Changes the load found that the webhooks had missed / had brought (None: webhooks off).
     missed_by_webhooks: int | None = None
     brought_by_webhooks: int | None = None
+    # How the service's shape changed (`SchemaChanges.to_record`: its non-empty parts).
+    schema_changes: dict[str, Any] = field(default_factory=dict)
 
     def to_row(self) -> dict[str, Any]:
         """Column values for SQL: the outcome as its name, dicts and lists as JSON text."""

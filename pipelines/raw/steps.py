@@ -1,7 +1,8 @@
 """dlt's steps of one load, for every destination: the privacy policy the rows are written under
 (`privacy_gate`), what an interrupted run left, then extract, the load files chosen by what was
-fetched, normalize, and load under the destination's lock. Every path that writes rows into
-`raw` loads so: a run of the incremental load (a full refresh included) and a webhook drain."""
+fetched, normalize, and load under the destination's lock, and what the load changed in the
+service's shape (`schema_changes`). Every path that writes rows into `raw` loads so: a run of
+the incremental load (a full refresh included) and a webhook drain."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import dlt
 from dlt.common.pipeline import ExtractInfo, LoadInfo
 
 from pipelines.raw.privacy_gate import admit
+from pipelines.raw.schema_changes import SchemaChanges, catalog, find_changes
 from pipelines.warehouse import LoadFileFormat, ensure_datasets
 from sources.signing import RunStats, SyncContext
 
@@ -33,6 +35,7 @@ class LoadSteps:
 
     rows: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    schema_changes: SchemaChanges = field(default_factory=SchemaChanges)
 
     def run(
         self, pipeline: dlt.Pipeline, connection: SyncContext, source: Any, stats: RunStats
@@ -47,6 +50,7 @@ class LoadSteps:
         pipeline.sync_destination()  # as `pipeline.run` does: the newer of the two states
         with pipeline.sql_client() as client:  # the gate: before anything is fetched or loaded
             connection.privacy = admit(client, connection.privacy, connection.workspace_id, stats)
+            before = catalog(client)
         if pipeline.has_pending_data:
             # An earlier run stopped between fetching and loading (killed, the disk full):
             # what it fetched goes in first. `pipeline.run` would stop there; this run goes on.
@@ -71,6 +75,11 @@ class LoadSteps:
         with LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
             info: LoadInfo = self._timed("load", pipeline.load)
         stats.enter("recording")
+        with pipeline.sql_client() as client:
+            held = connection.privacy.held_back
+            self.schema_changes = find_changes(client, before, connection.workspace_id, held)
+        for line in self.schema_changes.lines():  # the summary's, the record's, the drain's log
+            stats.warn(line)
         return info
 
     def _timed(self, step: str, call: Any, *args: Any) -> Any:

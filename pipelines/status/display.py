@@ -15,6 +15,7 @@ from pipelines.console import output
 from pipelines.console.output import PlainTable
 from pipelines.modeling.record import ModelBuild
 from pipelines.raw.run_records import RunRecord
+from pipelines.raw.schema_changes import SchemaChanges, held_back_line
 from pipelines.status.health import DEFAULT_MAX_AGE, Health, duration, healths
 from pipelines.status.read import RECENT_RUNS, Status, WorkspaceStatus
 from pipelines.webhooks.display import webhooks_line
@@ -49,7 +50,22 @@ def print_status(found: Status, warehouse: Path, now: datetime | None = None) ->
         if reconciled is not None:
             whose = f"{workspace.label}: last" if len(workspaces) > 1 else "Last"
             out.print(f"{whose} load: {webhooks_line(*reconciled)}")
+    _print_schema_changes(workspaces)
     _print_privacy(found)
+
+
+def _print_schema_changes(workspaces: list[WorkspaceStatus]) -> None:
+    """What the newest run that found the service's shape changed found, per workspace."""
+    for workspace in workspaces:
+        run = workspace.last_schema_change
+        if run is None:
+            continue
+        whose = f" of {workspace.label}" if len(workspaces) > 1 else ""
+        out.print(
+            output.printable(f"Schema changes{whose} (run {run.run_id}, {_when(_ended(run))}):")
+        )
+        for line in SchemaChanges.from_record(run.schema_changes).lines():
+            out.print(output.printable(f"  {line}"))
 
 
 def models_line(build: ModelBuild | None) -> str:
@@ -253,6 +269,21 @@ def _workspace_document(workspace: WorkspaceStatus, now: datetime) -> dict[str, 
         },
         "webhooks": _webhooks_document(workspace.webhooks_reconciled),
         "privacy_policy": workspace.privacy.describe() if workspace.privacy else None,
+        "schema_changes": _schema_changes_document(workspace.last_schema_change),
+    }
+
+
+def _schema_changes_document(run: RunRecord | None) -> dict[str, Any] | None:
+    """The newest run's changes to the service's shape, each held-back column with the
+    setting that releases it (None: no change recorded)."""
+    if run is None:
+        return None
+    changes = SchemaChanges.from_record(run.schema_changes)
+    return {
+        "run_id": run.run_id,
+        "at": _iso(_ended(run)),
+        **changes.to_record(),
+        "held_back": [{"column": c, "release": held_back_line(c)} for c in changes.held_back],
     }
 
 

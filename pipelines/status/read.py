@@ -125,6 +125,11 @@ class WorkspaceStatus:
             return None
         return counted.missed_by_webhooks, counted.brought_by_webhooks
 
+    @property
+    def last_schema_change(self) -> RunRecord | None:
+        """The newest run that found the service's shape changed (or held a column back)."""
+        return next((r for r in self.runs if r.schema_changes), None)
+
 
 def _loaded(run: RunRecord) -> bool:
     return run.outcome is Outcome.COMPLETED or (

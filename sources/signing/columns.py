@@ -258,6 +258,28 @@ PERSONAL_COLUMNS: Final[dict[str, PersonalKind]] = {
 }
 
 
+# The tables that hold people, with the columns of each that describe a person ("" for every
+# column): a contact and its custom properties, a recipient, the filled-in fields (built from
+# named fields only, so nothing new reaches them), an audit event's actor and a shipment's
+# owner. Under a preset that hides personal data, a field the service starts sending in one of
+# these, which the policy does not name, is held back until it does (`privacy.py`).
+PEOPLE_COLUMNS: Final[dict[str, str]] = {
+    "contacts": "",
+    "contacts__custom": "",
+    "shipments__recipients": "",
+    "shipment_fields": "",
+    "audit_events": "actor__",
+    "shipments": "owner_",
+}
+
+
+def describes_person(qualified: str) -> bool:
+    """Whether `table.column` is a column of a person (`PEOPLE_COLUMNS`), known or not."""
+    table, _, column = qualified.partition(".")
+    prefix = PEOPLE_COLUMNS.get(table)
+    return prefix is not None and bool(column) and column.startswith(prefix)
+
+
 _NAMING = NamingConvention()
 
 

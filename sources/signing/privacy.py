@@ -21,7 +21,14 @@ from dlt.common.configuration import configspec, resolve_configuration
 from dlt.common.configuration.specs import BaseConfiguration
 from dlt.common.typing import TSecretStrValue
 
-from .columns import PERSONAL_COLUMNS, PersonalKind, column_name
+from .columns import (
+    PEOPLE_COLUMNS,
+    PERSONAL_COLUMNS,
+    TABLES,
+    PersonalKind,
+    column_name,
+    describes_person,
+)
 from .errors import SourceConfigError, one_line
 from .paging import Record
 from .pseudonyms import key_id, keyed_hash, masked
@@ -101,6 +108,9 @@ class PrivacyPolicy:
     actions: Mapping[str, Action] = field(default_factory=lambda: preset_actions("keep"))
     key: bytes | None = field(default=None, repr=False, compare=False)
     erased: frozenset[str] = frozenset()
+    # The columns of people (`table.column`) the policy does not name, which the service sent
+    # and `protect` held back: filled in while rows pass, read by the load that made them.
+    held_back: set[str] = field(default_factory=set, repr=False, compare=False)
 
     @classmethod
     def configured(cls, configuration: PrivacyConfiguration) -> PrivacyPolicy:
@@ -139,6 +149,21 @@ class PrivacyPolicy:
         """Whether any column is not kept as it is."""
         return any(action != "keep" for action in self.actions.values())
 
+    @cached_property
+    def holds_back(self) -> bool:
+        """Whether a person's column the policy does not name is held back: under a preset
+        that hides personal data, a new field is not loaded until someone has decided."""
+        return any(action != "keep" for action in PRESETS.get(self.preset, {}).values())
+
+    @cached_property
+    def _table_columns(self) -> dict[str, list[str]]:
+        """The columns with an action, per table (the personal ones and any other named)."""
+        tables: dict[str, list[str]] = {}
+        for qualified in self.actions:
+            table, _, column = qualified.partition(".")
+            tables.setdefault(table, []).append(column)
+        return tables
+
     @property
     def hashed(self) -> list[str]:
         return [column for column, action in self.actions.items() if action == "hash"]
@@ -150,10 +175,13 @@ class PrivacyPolicy:
     # ------------------------------------------------------------------ rows
 
     def protect(self, table: str, row: Record) -> Record:
-        """`row` of `table` with each personal column kept, hashed, masked or dropped."""
+        """`row` of `table` with each personal column kept, hashed, masked or dropped, and,
+        when the policy holds back, without the fields of a person it does not name."""
+        if self.holds_back and table in PEOPLE_COLUMNS:
+            self._hold_back(table, row)
         if not self.changes_anything:
             return row
-        for column in _TABLE_COLUMNS.get(table, ()):
+        for column in self._table_columns.get(table, ()):
             qualified = f"{table}.{column}"
             action = self.actions.get(qualified, "keep")
             spared = EXCEPT_WHERE.get(qualified)
@@ -172,10 +200,32 @@ class PrivacyPolicy:
             return value
         if chosen == "drop":
             return None
-        kind = PERSONAL_COLUMNS[column]
+        kind = PERSONAL_COLUMNS.get(column, "text")  # a column named only by the policy: text
         if isinstance(value, dict):  # a JSON object of filled-in values: each value
             return {k: self._changed(kind, v, chosen) for k, v in value.items()}
         return self._changed(kind, value, chosen)
+
+    def _hold_back(self, table: str, row: Record, prefix: str = "") -> None:
+        """Remove from `row` (or its object `prefix`) each field of a person that neither the
+        tables nor the policy name, and note it in `held_back` as `table.column`."""
+        known = TABLES[table]
+        for field_name in list(row):
+            column = prefix + column_name(field_name)
+            qualified = f"{table}.{column}"
+            if (
+                field_name.startswith("_")
+                or column in known
+                or qualified in self.actions
+                or f"{table}__{column}" in TABLES  # a nested table the source shapes
+            ):
+                continue
+            value = row[field_name]
+            inner = column + "__"
+            if isinstance(value, dict) and any(c.startswith(inner) for c in known):
+                self._hold_back(table, value, inner)  # an object whose fields are columns
+            elif describes_person(qualified):
+                del row[field_name]
+                self.held_back.add(qualified)
 
     def _changed(self, kind: PersonalKind, value: Any, action: Action) -> Any:
         if value is None:
@@ -211,7 +261,9 @@ class PrivacyPolicy:
         return bool(self.erased) and isinstance(email, str) and self.subject(email) in self.erased
 
     def with_erased(self, subjects: Iterable[str]) -> PrivacyPolicy:
-        return PrivacyPolicy(self.preset, self.actions, self.key, frozenset(subjects))
+        return PrivacyPolicy(
+            self.preset, self.actions, self.key, frozenset(subjects), self.held_back
+        )
 
 
 def describe_policy(preset: str, actions: Mapping[str, str], key_id: str | None) -> str:
@@ -220,7 +272,7 @@ def describe_policy(preset: str, actions: Mapping[str, str], key_id: str | None)
     refined = ", ".join(
         f"{column}={action}"
         for column, action in sorted(actions.items())
-        if defaults.get(column, "keep") != action
+        if defaults.get(column, "keep") != action or (defaults and column not in defaults)
     )
     return (
         preset + (f" ({refined})" if refined else "") + (f", hash key {key_id}" if key_id else "")
@@ -243,10 +295,11 @@ def _refinements(columns: Any) -> dict[str, Action]:
         )
     refined: dict[str, Action] = {}
     for column, action in columns.items():
-        if column not in PERSONAL_COLUMNS:
+        if column not in PERSONAL_COLUMNS and not _new_person_column(column):
             raise PrivacyConfigError(
                 f"privacy column {one_line(repr(column), 60)} is unknown; the personal columns "
-                f"are {', '.join(PERSONAL_COLUMNS)}"
+                f"are {', '.join(PERSONAL_COLUMNS)}, and any new column of a person "
+                f"({', '.join(f'{t}.{p}*' for t, p in PEOPLE_COLUMNS.items())})"
             )
         chosen = str(action).strip().lower()
         if chosen not in ACTIONS:
@@ -258,16 +311,13 @@ def _refinements(columns: Any) -> dict[str, Action]:
     return refined
 
 
-def _by_table() -> dict[str, list[str]]:
-    """The personal columns of each table."""
-    tables: dict[str, list[str]] = {}
-    for qualified in PERSONAL_COLUMNS:
-        table, _, column = qualified.partition(".")
-        tables.setdefault(table, []).append(column)
-    return tables
-
-
-_TABLE_COLUMNS: Final = _by_table()
+def _new_person_column(qualified: Any) -> bool:
+    """Whether `qualified` may name a column of a person the service may send one day (which
+    the policy then releases: kept, hashed, masked or dropped)."""
+    if not isinstance(qualified, str) or not describes_person(qualified):
+        return False
+    column = qualified.partition(".")[2]
+    return column == column_name(column) and not column.startswith("_")
 
 
 def _locate(row: Record, column: str) -> tuple[Record, str] | None:
