@@ -343,7 +343,8 @@ class _Run:
     def record_failure(self, error: BaseException) -> None:
         """Record the run as ended by `error`, unless it is recorded already: in the warehouse
         where it can take the record, else in the journal beside it (a warehouse that is
-        itself what failed, a full disk, one never loaded), where `status` reads it too."""
+        itself what failed, a full disk, a database gone), where `status` reads it too; a
+        DuckDB warehouse never loaded keeps nothing of a first run that failed."""
         if self.recorded:
             return
         code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
@@ -359,9 +360,10 @@ class _Run:
         if through is not None:
             with contextlib.suppress(Exception):  # the warehouse itself may be what failed
                 self.record(through, ended)
-        if not self.recorded and not isinstance(error, WarehousePathError):
+        first_file = self.warehouse.is_file and not self.warehouse.loaded_before()
+        if not self.recorded and not first_file and not isinstance(error, WarehousePathError):
             # A full disk, a dead database, a file DuckDB cannot open: journaled. A path that
-            # is no place for a warehouse was refused before anything was written.
+            # is no place for a warehouse, and a first DuckDB run that failed, leave nothing.
             with contextlib.suppress(OSError):  # the disk may be too full for that as well
                 journal_run(self.warehouse, ended.record(self.control.run_id))
 
