@@ -212,6 +212,11 @@ def test_a_receiver_started_before_a_load_changed_the_policy_drains_under_the_ne
     assert "drain completed" in log
     assert "rows written under this warehouse's privacy policy (minimal" in log
     assert_hashed(hooked, people)
+    # The marts and the report of what the drains brought: no plaintext there either.
+    hooked.ok(MINIMAL, "models", "--duckdb", str(hooked.warehouse))
+    reports = hooked.folder / "reports"
+    hooked.ok(MINIMAL, "report", "--duckdb", str(hooked.warehouse), "--out", str(reports))
+    assert list(reports.glob("*.html"))
     assert_no_plaintext(hooked)
 
 
