@@ -45,12 +45,17 @@ from sources.signing import RESOURCES
 SOURCE = "signing"
 RAW_GROUP = "raw"
 # Tables every load writes besides the resources' own: dlt's load log, which every staging model
-# reads (rows of completed loads only), and the shipments whose children are still loading.
+# reads (rows of completed loads only), the shipments whose children are still loading, and the
+# run records (`dim_workspaces.loaded_at` is the end of the last successful load).
 BOOKKEEPING_TABLES = {
     "_dlt_loads": "dlt's load log: one row per load package; staging reads completed loads only.",
     "_signing_incomplete_shipments": (
         "Shipments whose audit trail or fields a stopped run left pending; the marts hold them "
         "back until a later run has loaded them."
+    ),
+    "_signing_runs": (
+        "One record per run of a workspace (failed and stopped ones too), what `signing-etl "
+        "status` reads; the marts take each workspace's last successful load from it."
     ),
 }
 OUTCOME_TAG = "signing/outcome"
