@@ -79,7 +79,9 @@ class ModelBuild:
 def record_build(warehouse: Warehouse, build: ModelBuild) -> None:
     """Keep `build` in the warehouse and, when it failed or the warehouse would not take it,
     in the journal. Recording never fails the command: the build's own outcome is what it
-    reports."""
+    reports. A warehouse never loaded (a typo'd path) gets nothing: no file is made for it."""
+    if not warehouse.loaded_before():
+        return
     written = False
     with contextlib.suppress(Exception), warehouse.sql_client() as client:
         table = ensure_table(client, BUILDS_TABLE, BUILD_COLUMNS)
