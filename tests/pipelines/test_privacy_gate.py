@@ -235,7 +235,7 @@ def test_a_receiver_without_privacy_settings_stops_its_drains_in_one_line(
         receiver.stop()
     failed = [line for line in receiver.log().splitlines() if "drain failed" in line]
     assert failed
-    assert all(KEY_SETTING in line and ".dlt/secrets.toml" in line for line in failed)
+    assert all(KEY_SETTING in line and ".dlt/secrets.toml" in line for line in failed), failed
     assert "Traceback" not in receiver.log()
     waiting = inbox_status(hooked.folder, hooked.warehouse, cli_env(hooked.running))["default"]
     assert waiting["waiting"] == delivered  # nothing drained: the deliveries wait
