@@ -14,9 +14,10 @@ from typing import Any
 import dlt
 from dlt.sources import DltResource
 
+from pipelines.raw.schema_changes import DELIVERIES_TABLE
 from pipelines.webhooks.inbox import Delivery
 
-TABLE = "webhook_deliveries"
+TABLE = DELIVERIES_TABLE
 COLUMNS: dict[str, dict[str, Any]] = {
     "workspace_id": {"data_type": "text", "nullable": False},
     "delivery_id": {"data_type": "text", "nullable": False},
