@@ -68,12 +68,16 @@ def _wrote(fill: BinaryIO, chunk: bytes) -> bool:
 
 
 def _last_run_and_check(warehouse: Path, folder: Path, env: dict[str, str]) -> tuple[Any, str]:
-    """The last run as `status --format json` shows it, and `status --check`'s one line (it
-    must exit 1)."""
+    """The last run as `status --format json` shows it (the table shows it failed among the
+    recent runs), and `status --check`'s one line (it must exit 1)."""
     args = ["status", "--duckdb", str(warehouse), *_place(env)]
     shown = run_cli([*args, "--format", "json"], cwd=folder, env=env)
     assert shown.returncode == 0, describe(shown)
     (workspace,) = json.loads(shown.stdout)["workspaces"]
+    table = run_cli(args, cwd=folder, env=env)
+    assert table.returncode == 0, describe(table)
+    assert "Recent runs" in table.stdout
+    assert "failed" in table.stdout  # the run, with its outcome, among the recent runs
     check = run_cli([*args, "--check"], cwd=folder, env=env)
     assert check.returncode == 1, describe(check)
     (line,) = error_lines(check.stderr)
