@@ -17,20 +17,22 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
-from benchmarks.child import UNBOUNDED_BURST, UNBOUNDED_RATE, run_load
+from benchmarks.child import (
+    UNBOUNDED_BURST,
+    UNBOUNDED_RATE,
+    cli_environment,
+    run_load,
+    timed_cli_load,
+)
 from pipelines.environment import environment_set, source_environment
 from pipelines.load.run import load_incremental
 from sandbox import RunningSandbox, SandboxConfig
@@ -67,35 +69,17 @@ def quiet_day(shipments: int, hours: int, workdir: Path) -> None:
     )
 
 
-def cli_load(warehouse: Path, running: RunningSandbox) -> float:
-    """`signing-etl load --no-models` in a process of its own; its wall time."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
-    env |= source_environment(running.base_url, running.api_key)
-    env["SOURCES__SIGNING__REQUESTS_PER_SECOND"] = str(UNBOUNDED_RATE)
-    env["SOURCES__SIGNING__BURST"] = str(UNBOUNDED_BURST)
-    began = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "load", "--no-models", "--duckdb", str(warehouse)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"our load failed ({done.returncode}): {done.stderr[-500:]}")
-    return time.perf_counter() - began
-
-
 def beside_the_peer(shipments: int, rounds: int, workdir: Path) -> None:
     """Incremental runs of ours and the peer after the same hour of activity."""
     config = SandboxConfig(seed=9, shipments=shipments, start_ms=START_MS, limits_enabled=False)
     ours_at, peer_at = workdir / "ours" / "signing.duckdb", workdir / "peer" / "signing.duckdb"
     walls: dict[str, list[float]] = {"ours": [], "peer": []}
     with RunningSandbox(config) as running:
+        env = cli_environment(running.base_url, running.api_key)
 
         def one(side: str) -> float:
             if side == "ours":
-                return cli_load(ours_at, running)
+                return timed_cli_load(ours_at, env, "--no-models")
             load = run_load("peer", peer_at, running.base_url, running.api_key)
             return load.process_seconds
 

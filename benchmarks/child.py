@@ -96,6 +96,34 @@ def run_load(
     return ChildLoad(json.loads(lines[-1]), usage.ru_maxrss / 1024, seconds)
 
 
+def cli_environment(base_url: str, api_key: str) -> dict[str, str]:
+    """This process's environment for `signing-etl` against a limit-free sandbox: no source
+    setting of the caller's, the sandbox's URL and key, the pacer unbounded."""
+    from pipelines.environment import source_environment
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
+    env |= source_environment(base_url, api_key)
+    env["SOURCES__SIGNING__REQUESTS_PER_SECOND"] = str(UNBOUNDED_RATE)
+    env["SOURCES__SIGNING__BURST"] = str(UNBOUNDED_BURST)
+    return env
+
+
+def timed_cli_load(warehouse: Path, env: dict[str, str], *options: str) -> float:
+    """`signing-etl load` (with `options`) as a scheduler starts it, in a process of its own:
+    its wall time, start-up included; a failed load stops the benchmark."""
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "load", "--duckdb", str(warehouse), *options],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the load failed ({done.returncode}): {done.stderr[-800:]}")
+    return time.perf_counter() - began
+
+
 def _ours(warehouse: Path, base_url: str, api_key: str, workers: int) -> dict[str, Any]:
     from dataclasses import replace
 

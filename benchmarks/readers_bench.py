@@ -18,7 +18,6 @@ reads, and how many saw raw and marts of different runs (ids that differ). Then 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -30,7 +29,7 @@ from pathlib import Path
 import duckdb
 import httpx
 
-from pipelines.environment import source_environment
+from benchmarks.child import cli_environment, timed_cli_load
 from sandbox import RunningSandbox, SandboxConfig
 
 START_MS = 1_767_225_600_000
@@ -61,20 +60,6 @@ def poll(path: Path, stop: Path) -> tuple[float, int, int]:
     return slowest, reads, torn
 
 
-def timed_load(warehouse: Path, env: dict[str, str]) -> float:
-    began = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "load", "--duckdb", str(warehouse)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the load failed ({done.returncode}): {done.stderr[-800:]}")
-    return time.perf_counter() - began
-
-
 def with_readers(warehouse: Path, env: dict[str, str], workdir: Path) -> tuple[float, str]:
     """A load while a holder keeps a connection and a poller opens the file every second."""
     holder = subprocess.Popen(
@@ -93,7 +78,7 @@ def with_readers(warehouse: Path, env: dict[str, str], workdir: Path) -> tuple[f
         text=True,
     )
     try:
-        seconds = timed_load(warehouse, env)
+        seconds = timed_cli_load(warehouse, env)
     finally:
         stop.touch()
         polled = poller.communicate(timeout=60)[0].strip()
@@ -107,7 +92,7 @@ def one_load(kind: str, warehouse: Path, env: dict[str, str], workdir: Path) -> 
     """One load `alone` or `with readers`, said in a line; its wall time."""
     said = ""
     if kind == "alone":
-        seconds = timed_load(warehouse, env)
+        seconds = timed_cli_load(warehouse, env)
     else:
         seconds, polled = with_readers(warehouse, env, workdir)
         slowest, reads, torn = polled.split()
@@ -122,10 +107,8 @@ def measure(shipments: int, rounds: int, workdir: Path) -> dict[str, list[float]
     config = SandboxConfig(seed=12, shipments=shipments, start_ms=START_MS, limits_enabled=False)
     walls: dict[str, list[float]] = {"alone": [], "with readers": []}
     with RunningSandbox(config) as running:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
-        env |= source_environment(running.base_url, running.api_key)
-        env |= {"SOURCES__SIGNING__REQUESTS_PER_SECOND": "1000", "SOURCES__SIGNING__BURST": "200"}
-        print(f"first load: {timed_load(warehouse, env):.1f} s", flush=True)
+        env = cli_environment(running.base_url, running.api_key)
+        print(f"first load: {timed_cli_load(warehouse, env):.1f} s", flush=True)
         for number in range(rounds):
             kinds = ("alone", "with readers") if number % 2 == 0 else ("with readers", "alone")
             for kind in kinds:

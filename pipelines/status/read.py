@@ -217,8 +217,7 @@ def read_status(warehouse: Warehouse | Path) -> Status:
     place = Warehouse.of(warehouse)
     held = place.running()  # asked first: a run that ends meanwhile has published already
     with place.reader() as client:
-        found = _status_through(client, place.path, journaled_runs(place))
-        found.models = last_build(client, columns_by_table(client), journaled_builds(place))
+        found = _status_through(client, place.path, journaled_runs(place), journaled_builds(place))
     found.running = RunningLoad.parse(held) if held else None
     return found
 
@@ -242,8 +241,11 @@ def last_attempts(warehouse: Warehouse) -> dict[str, datetime]:
     return began
 
 
-def _status_through(client: SqlClient, warehouse: Path, journaled: list[RunRecord]) -> Status:
-    """`status` through any backend's SQL client, with the runs only the journal holds."""
+def _status_through(
+    client: SqlClient, warehouse: Path, journaled: list[RunRecord], builds: list[ModelBuild]
+) -> Status:
+    """`status` through any backend's SQL client, with the runs and model builds only the
+    journal holds."""
     columns = columns_by_table(client)
     recorded = read_runs(client, columns) + journaled
     runs = _attributed(sorted(recorded, key=lambda run: run.started_at, reverse=True))
@@ -273,7 +275,8 @@ def _status_through(client: SqlClient, warehouse: Path, journaled: list[RunRecor
     ]
     retired = read_retired(client, columns)
     current = [w for w in workspaces if not _retired(w, retired)]
-    return Status(warehouse, runs, current, len(read_erasures(client)))
+    models = last_build(client, columns, builds)
+    return Status(warehouse, runs, current, len(read_erasures(client)), models=models)
 
 
 def _retired(workspace: WorkspaceStatus, retired: dict[str, datetime]) -> bool:
