@@ -20,7 +20,7 @@ from dagster_dbt import (
 )
 
 from orchestration.resources import WAREHOUSE_POOL, SigningWarehouse
-from pipelines.modeling.build import PROJECT_DIR
+from pipelines.modeling.build import PROJECT_DIR, WITHOUT_UNIT_TESTS
 
 
 def dbt_executable() -> str:
@@ -76,6 +76,7 @@ def model_assets(project: DbtProject) -> dg.AssetsDefinition:
     ) -> Iterator[Any]:
         target = signing_warehouse.warehouse.dbt_dir / "dagster"
         with signing_warehouse.for_dbt():
-            yield from dbt.cli(["build"], context=context, target_path=target).stream()
+            build = ["build", *WITHOUT_UNIT_TESTS]  # as every load's build: the data's tests
+            yield from dbt.cli(build, context=context, target_path=target).stream()
 
     return signing_models

@@ -21,12 +21,22 @@ def models_command(
     duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
     select: Annotated[str | None, typer.Option(help="dbt selection, e.g. marts.")] = None,
     destination: WarehouseDestination = DEFAULT_DESTINATION,
+    unit_tests: Annotated[
+        bool,
+        typer.Option(
+            "--unit-tests",
+            help="Also run the models' unit tests (their SQL on fixed inputs): after changing a "
+            "model. Loads skip them.",
+        ),
+    ] = False,
 ) -> None:
     """Rebuild the dbt models (staging views, marts tables) on the loaded raw data."""
-    build_models_or_fail(warehouse_named(duckdb, destination), select)
+    build_models_or_fail(warehouse_named(duckdb, destination), select, unit_tests=unit_tests)
 
 
-def build_models_or_fail(warehouse: Warehouse, select: str | None = None) -> ModelsResult:
+def build_models_or_fail(
+    warehouse: Warehouse, select: str | None = None, *, unit_tests: bool = False
+) -> ModelsResult:
     """Run dbt on the warehouse (its dbt target follows the destination); a failure is one line
     on stderr and exit 1, and the raw data stays as loaded (and, on a DuckDB file, unpublished:
     analysts keep the last consistent copy)."""
@@ -39,7 +49,7 @@ def build_models_or_fail(warehouse: Warehouse, select: str | None = None) -> Mod
         try:
             warehouse.check_for_models()
             output.info("Building the models (dbt)…")
-            result = build_models(warehouse, select=select)
+            result = build_models(warehouse, select=select, unit_tests=unit_tests)
         except SigningEtlError as error:
             raise fail(f"models: {error}") from None
         if not result.success:

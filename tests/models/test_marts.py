@@ -13,9 +13,10 @@ from typing import Any
 
 import duckdb
 import pytest
+import yaml
 
 from pipelines.load.run import load_incremental
-from pipelines.modeling.build import ModelsResult, build_models
+from pipelines.modeling.build import PROJECT_DIR, ModelsResult, build_models
 from sandbox import RunningSandbox, Shipment, Store
 from tests.support import (
     MODELS_BUILT,
@@ -252,6 +253,23 @@ def test_marts_match_the_sandbox_and_follow_an_incremental_load(
 
     load_and_build(running, warehouse)
     assert_marts_match(warehouse, running.store)
+
+    # The models' unit tests: left out of a load's build, run when asked (all of them pass).
+    tested = " ".join(sorted({test["model"] for test in unit_tests_of_the_project()}))
+    without = build_models(warehouse, select=tested)
+    units = build_models(warehouse, select=tested, unit_tests=True)
+    assert without.success, without.summary
+    assert units.success, units.summary
+    assert units.tests_passed - without.tests_passed == len(unit_tests_of_the_project()) > 0
+
+
+def unit_tests_of_the_project() -> list[dict[str, Any]]:
+    """The unit tests the project's YAML defines, read from the files (not from dbt)."""
+    return [
+        test
+        for path in sorted((PROJECT_DIR / "models").rglob("*.yml"))
+        for test in (yaml.safe_load(path.read_text()) or {}).get("unit_tests", [])
+    ]
 
 
 def test_build_refuses_a_warehouse_that_does_not_exist(tmp_path: Path) -> None:
