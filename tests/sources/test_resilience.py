@@ -143,7 +143,8 @@ def test_a_pacer_burst_below_the_services_does_not_slow_the_run_to_a_crawl(
     """The reference's limits (10/s, burst 40, pro plan 300/min) and a cautious pacer (10/s,
     burst 20). X-RateLimit-Limit 40 is the service's burst (reference: "maximum concurrently
     available requests"), not a per-minute figure: ~35 requests take about 2 s at 10/s, and
-    would take ~20 s if the pacer slowed to 40 per minute."""
+    would take ~20 s if the pacer slowed to 40 per minute. What is measured is the pacer's own
+    waiting, not the run's wall time, which a busy machine stretches."""
     running = make_sandbox(shipments=10)
     warehouse = tmp_path / "signing.duckdb"
 
@@ -151,7 +152,7 @@ def test_a_pacer_burst_below_the_services_does_not_slow_the_run_to_a_crawl(
         result = load_incremental(warehouse, settings=paced(10, 20))
 
     assert result.stats.throttled == 0, result.stats
-    assert result.seconds < 10, (result.seconds, result.stats)
+    assert result.stats.waited_seconds < 5, result.stats
     assert differences(warehouse, running.store) == {}
 
 
