@@ -245,10 +245,11 @@ READING_STATEMENTS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
 
 
 def read_only_statement(
-    warehouse: Path, query: str, most: int
+    warehouse: Path, query: str, most: int, *, in_utc: bool = False
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Column names and at most `most` rows of one reading statement, checked by DuckDB's own
-    parser before it runs on a read-only connection with external access switched off.
+    parser before it runs on a read-only connection with external access switched off (and,
+    `in_utc`, times cut in UTC whatever the machine's zone).
 
     Raises:
         QueryRefused: not SQL, several statements, or one that is not a reading one.
@@ -264,7 +265,8 @@ def read_only_statement(
     if kind not in READING_STATEMENTS:
         raise QueryRefused(f"{QueryRefused.RULE}; this one is {kind.name}")
     try:
-        connection = duckdb.connect(str(warehouse), read_only=True, config=LOCKED_DOWN)
+        settings = {**LOCKED_DOWN, "TimeZone": "UTC"} if in_utc else LOCKED_DOWN
+        connection = duckdb.connect(str(warehouse), read_only=True, config=settings)
     except duckdb.Error as error:
         raise WarehouseError(f"cannot read {warehouse}: {first_line(error)}") from None
     with connection:
