@@ -5,16 +5,27 @@ other commands don't need."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines import lazy_exports
 
-from .cli import metrics_command
+# The semantic layer a model build parsed, in the warehouse's dbt folder (`Warehouse.dbt_dir`).
+MANIFEST = Path("target") / "semantic_manifest.json"
+
+from .cli import metrics_command  # noqa: E402  (after MANIFEST, which `semantic` imports)
 
 if TYPE_CHECKING:
     from .semantic import MetricsRequest, MetricsTable, SemanticLayer, query_metrics
 
-__all__ = ["MetricsRequest", "MetricsTable", "SemanticLayer", "metrics_command", "query_metrics"]
+__all__ = [
+    "MANIFEST",
+    "MetricsRequest",
+    "MetricsTable",
+    "SemanticLayer",
+    "metrics_command",
+    "query_metrics",
+]
 __getattr__ = lazy_exports(
     __name__,
     {

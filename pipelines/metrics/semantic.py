@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from metricflow.engine.metricflow_engine import MetricFlowEngine, MetricFlowQueryRequest
@@ -25,13 +24,13 @@ from metricflow_semantics.model.dbt_manifest_parser import (
 from metricflow_semantics.model.semantic_manifest_lookup import SemanticManifestLookup
 
 from pipelines.errors import MetricsError, MetricsUsageError
+from pipelines.metrics import MANIFEST
 from pipelines.warehouse import Warehouse
 
 # The periods a time dimension can be cut into (`metric_time__week`); all are UTC.
 GRAINS = ("day", "week", "month", "quarter", "year")
 # What a metric's or a group-by's name may look like before it is even looked up.
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,99}")
-MANIFEST = Path("target") / "semantic_manifest.json"  # in the warehouse's dbt folder
 MOST_ROWS = 100_000
 
 
