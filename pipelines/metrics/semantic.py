@@ -12,7 +12,11 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
 
-from metricflow.engine.metricflow_engine import MetricFlowEngine, MetricFlowQueryRequest
+from metricflow.engine.metricflow_engine import (
+    MetricFlowEngine,
+    MetricFlowQueryRequest,
+    OutputColumnOrderMode,
+)
 from metricflow.protocols.sql_client import SqlEngine
 from metricflow.sql.render.duckdb_renderer import DuckDbSqlPlanRenderer
 from metricflow.sql.render.postgres import PostgresSQLSqlPlanRenderer
@@ -93,14 +97,13 @@ class SemanticLayer:
         self._group_bys: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     @classmethod
-    def of(cls, warehouse: Warehouse, built_by: Warehouse | None = None) -> SemanticLayer:
-        """The layer the last build of `built_by` (default: `warehouse`) parsed, for
-        `warehouse`'s engine.
+    def of(cls, warehouse: Warehouse) -> SemanticLayer:
+        """The layer the warehouse's last model build parsed, for its engine.
 
         Raises:
             MetricsError: no build has parsed a semantic layer for it yet (one line).
         """
-        path = (built_by or warehouse).dbt_dir / MANIFEST
+        path = warehouse.dbt_dir / MANIFEST
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -175,6 +178,8 @@ class SemanticLayer:
                 order_by_names=list(request.group_by),
                 time_constraint_start=start,
                 time_constraint_end=end,
+                # the group-bys as asked for, then the metrics as asked for
+                output_column_order_mode=OutputColumnOrderMode.INPUT_ORDER,
             )
         )
         return str(explained.sql_statement.sql)

@@ -264,12 +264,17 @@ def read_only_statement(
     kind = statements[0].type
     if kind not in READING_STATEMENTS:
         raise QueryRefused(f"{QueryRefused.RULE}; this one is {kind.name}")
+    # The time zone is set before the configuration is locked (DuckDB takes it only once its
+    # ICU extension is loaded, not at connect time).
+    opening = {name: value for name, value in LOCKED_DOWN.items() if name != "lock_configuration"}
     try:
-        settings = {**LOCKED_DOWN, "TimeZone": "UTC"} if in_utc else LOCKED_DOWN
-        connection = duckdb.connect(str(warehouse), read_only=True, config=settings)
+        connection = duckdb.connect(str(warehouse), read_only=True, config=opening)
     except duckdb.Error as error:
         raise WarehouseError(f"cannot read {warehouse}: {first_line(error)}") from None
     with connection:
+        if in_utc:
+            connection.execute("set TimeZone = 'UTC'")
+        connection.execute("set lock_configuration = true")
         cursor = connection.execute(query)
         return [d[0] for d in cursor.description or []], cursor.fetchmany(most)
 
