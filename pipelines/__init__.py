@@ -5,8 +5,9 @@ Folders by concern, in layer order (each imports only those listed before it):
 keeps beside the rows), `modeling/` (dbt), `privacy/` (the policy, its changes, erasure),
 `webhooks/` (the receiver and its drains), `status/` (reading the warehouse's state),
 `load/` (one run, and the configured workspaces in turn or side by side), `metrics/` (the
-semantic layer's metrics), `report/` (the notebook and its page). Beside them: `errors`, `outcome`, `configuration`, `environment`,
-`query` (`sql`), `demo`, `sandbox_cli`, and `cli`, which only registers the commands.
+semantic layer's metrics), `report/` (the notebook and its page). Beside them: `errors`,
+`outcome`, `configuration`, `environment`, `query` (`sql`), `demo`, `sandbox_cli`, and `cli`,
+which only registers the commands.
 """
 
 from __future__ import annotations
