@@ -93,7 +93,7 @@ def test_every_number_of_the_tiles_and_sentences_is_the_metric_for_that_period(
         shown["kpi-completion"] = page.locator("#kpi-completion").text_content() or ""
         captions = {
             name: page.locator(f"#caption-{name}").text_content() or ""
-            for name in ("funnel", "endings", "time")
+            for name in ("funnel", "endings", "time", "weekly")
         }
     assert refused == []
     bounded = period != "all"
@@ -108,6 +108,13 @@ def test_every_number_of_the_tiles_and_sentences_is_the_metric_for_that_period(
     )
     assert _numbers(captions["endings"]) == [metric["sent"], metric["expired"], metric["revoked"]]
     assert f"half were made within {_hours(metric['median_hours_to_sign'])}" in captions["time"]
+
+    if not bounded:  # the weekly cohorts are the weeks the metrics have shipments sent in
+        weeks = query_metrics(
+            Warehouse.at(warehouse), MetricsRequest(("sent",), ("metric_time__week", "workspace"))
+        ).records()
+        cohorts = [w for w in weeks if w["workspace"] == workspace and w["sent"]]
+        assert captions["weekly"].startswith(f"{len(cohorts)} weekly cohorts")
 
     # ... and the counts are the sandbox's own: the shipments of the workspace sent then
     sent = sent_between(store, first if bounded else date.min, last if bounded else date.max)

@@ -110,7 +110,7 @@
       : "unknown");
     setText("stamp-period", p.label);
     funnel(figures);
-    weekly(sent);
+    weekly(ws, p, sent);
     completions(ws, p);
     timeToSign(ws, p, figures);
     documentsRanked(ws, sent);
@@ -152,18 +152,20 @@
       : "No shipment was sent in this period.");
   }
 
-  function weekly(sent) {
+  function weekly(ws, p, sent) {
+    // the week's metrics (their daily values summed), and how many of its shipments ended
     const weeks = new Map();
-    for (const s of sent) {
-      const w = weekOf(s.sent_day);
-      const row = weeks.get(w) || { sent: 0, opened: 0, signed: 0, completed: 0, ended: 0 };
-      row.sent += 1;
-      if (s.stages & 4) row.opened += 1;
-      if (s.stages & 8) row.signed += 1;
-      if (s.stages & 16) row.completed += 1;
-      if (s.stages & (16 | 32 | 64)) row.ended += 1;
-      weeks.set(w, row);
+    const week = (day) => {
+      const w = weekOf(day);
+      if (!weeks.has(w)) weeks.set(w, { sent: 0, opened: 0, signed: 0, completed: 0, ended: 0 });
+      return weeks.get(w);
+    };
+    for (const day of ws.metricRows) {
+      if (!inside(p, day.day) || !day.sent) continue;
+      const row = week(day.day);
+      for (const name of ["sent", "opened", "signed", "completed"]) row[name] += day[name] || 0;
     }
+    for (const s of sent) if (s.stages & (16 | 32 | 64)) week(s.sent_day).ended += 1;
     const keys = [...weeks.keys()].sort((a, b) => a - b), x = keys.map(dayText);
     const line = (field, name, color, dash) => ({
       type: "scatter", mode: "lines+markers", name, x, line: { color, dash },
