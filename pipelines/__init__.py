@@ -4,9 +4,10 @@ Folders by concern, in layer order (each imports only those listed before it):
 `warehouse/` (where the data lives), `console/` (how the CLI speaks), `raw/` (what every load
 keeps beside the rows), `modeling/` (dbt), `privacy/` (the policy, its changes, erasure),
 `webhooks/` (the receiver and its drains), `status/` (reading the warehouse's state),
-`load/` (one run, and the configured workspaces in turn or side by side), `report/` (the
-notebook and its page). Beside them: `errors`, `outcome`, `configuration`, `environment`,
-`query` (`sql`), `demo`, `sandbox_cli`, and `cli`, which only registers the commands.
+`load/` (one run, and the configured workspaces in turn or side by side), `metrics/` (the
+semantic layer's metrics), `report/` (the notebook and its page). Beside them: `errors`,
+`outcome`, `configuration`, `environment`, `query` (`sql`), `demo`, `sandbox_cli`, and `cli`,
+which only registers the commands.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from pipelines.console import output
 from pipelines.console.output import printable
 from pipelines.demo import demo_command
 from pipelines.load.cli import load_command
+from pipelines.metrics.cli import metrics_command
 from pipelines.modeling.cli import models_command
 from pipelines.privacy.cli import forget_command
 from pipelines.query import sql_command
@@ -30,6 +31,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "status": status_command,
     "models": models_command,
     "sql": sql_command,
+    "metrics": metrics_command,
     "report": report_command,
     "forget": forget_command,
     "demo": demo_command,

@@ -75,6 +75,16 @@ class ReportError(SigningEtlError):
     """The report cannot be written."""
 
 
+class MetricsError(SigningEtlError):
+    """The metrics cannot be computed on this warehouse (no semantic layer built yet)."""
+
+
+class MetricsUsageError(MetricsError):
+    """A metric or a group-by that the semantic layer does not define: a usage error."""
+
+    exit_code = 2
+
+
 class WebhooksError(SigningEtlError):
     """A webhook subscription, the receiver or its inbox cannot do what was asked."""
 

@@ -170,6 +170,14 @@ EXPORTED: dict[str, list[str]] = {
         "build_models_or_fail",
         "models_command",
     ],
+    "pipelines.metrics": [
+        "MANIFEST",
+        "MetricsRequest",
+        "MetricsTable",
+        "SemanticLayer",
+        "metrics_command",
+        "query_metrics",
+    ],
     "pipelines.report": [
         "report_command",
         "snapshot_marts",

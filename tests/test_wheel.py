@@ -66,3 +66,12 @@ def test_the_installed_wheel_runs_the_demo_outside_a_checkout(tmp_path: Path) ->
         shipments = db.execute("select count(*) from marts.fct_shipments").fetchone()
     assert shipments is not None
     assert shipments[0] > 0
+
+    # The semantic layer ships with the models: the installed command computes the metrics, and
+    # they count what the marts hold.
+    metrics = [str(venv / "bin" / "signing-etl"), "metrics", "--duckdb", str(warehouse)]
+    csv = _run([*metrics, "--metrics", "sent", "--format", "csv"], elsewhere, env)
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        sent = db.execute("select count(*) from marts.fct_shipments where is_sent").fetchone()
+    assert sent is not None
+    assert csv.splitlines() == ["sent", str(sent[0])]

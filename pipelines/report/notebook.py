@@ -18,6 +18,7 @@ from nbformat import NotebookNode
 
 from pipelines.configuration import DEFAULT_NAME
 from pipelines.errors import ReportError, WarehouseError, first_line
+from pipelines.metrics import MANIFEST
 from pipelines.raw import run_records
 from pipelines.report.page import notebook_html
 from pipelines.shipped import shipped
@@ -76,15 +77,21 @@ def write_report(
     """
     place = Warehouse.of(warehouse)
     names = configured_names(place)
+    # The metrics' definitions: those the warehouse's last model build parsed.
+    manifest = place.dbt_dir / MANIFEST
     try:
         with place.local_copy(REPORT_TABLES) as local:
-            return _write(local, out_dir, workspace, names)
+            return _write(local, out_dir, workspace, names, manifest)
     except WarehouseError as error:
         raise ReportError(str(error)) from None
 
 
 def _write(
-    warehouse: Warehouse, out_dir: Path, workspace: str | None, names: dict[str, str]
+    warehouse: Warehouse,
+    out_dir: Path,
+    workspace: str | None,
+    names: dict[str, str],
+    manifest: Path,
 ) -> Path:
     problem = warehouse.marts_missing(MARTS)
     if problem:
@@ -94,6 +101,7 @@ def _write(
         "warehouse": str(path),
         "workspace_names": names,
         "static_charts": False,
+        "semantic_manifest": str(manifest) if manifest.is_file() else "",
     }
     name = f"{path.stem}_funnel.html"
     if workspace is not None:

@@ -355,8 +355,11 @@ class Warehouse(ModelsPlace, ReportPlace):
                 )
             yield client
 
-    def read_only_query(self, query: str, most: int) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """The column names and at most `most` rows of exactly one reading statement (`sql`),
+    def read_only_query(
+        self, query: str, most: int, *, in_utc: bool = False
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The column names and at most `most` rows of exactly one reading statement (`sql`,
+        and the metrics' SQL with `in_utc`: weeks and days cut in UTC, as the marts cut them),
         checked by the database's own parser and run where nothing can be written: DuckDB
         read-only with external access off, or a read-only Postgres transaction the text
         cannot end.
@@ -369,9 +372,9 @@ class Warehouse(ModelsPlace, ReportPlace):
             if not self.path.exists():
                 raise WarehouseMissing(f"no warehouse at {self.path}; run `signing-etl load` first")
             self.check_is_file()
-            return _duckdb.read_only_statement(self.path, query, most)
+            return _duckdb.read_only_statement(self.path, query, most, in_utc=in_utc)
         if self.destination == POSTGRES:
-            return read_only_statement(query, most)
+            return read_only_statement(query, most, in_utc=in_utc)
         raise QueryRefused(f"sql reads DuckDB and Postgres warehouses, not {self.destination}")
 
     def workspaces(self) -> list[LoadedWorkspace]:

@@ -245,10 +245,11 @@ READING_STATEMENTS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
 
 
 def read_only_statement(
-    warehouse: Path, query: str, most: int
+    warehouse: Path, query: str, most: int, *, in_utc: bool = False
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Column names and at most `most` rows of one reading statement, checked by DuckDB's own
-    parser before it runs on a read-only connection with external access switched off.
+    parser before it runs on a read-only connection with external access switched off (and,
+    `in_utc`, times cut in UTC whatever the machine's zone).
 
     Raises:
         QueryRefused: not SQL, several statements, or one that is not a reading one.
@@ -263,11 +264,17 @@ def read_only_statement(
     kind = statements[0].type
     if kind not in READING_STATEMENTS:
         raise QueryRefused(f"{QueryRefused.RULE}; this one is {kind.name}")
+    # The time zone is set before the configuration is locked (DuckDB takes it only once its
+    # ICU extension is loaded, not at connect time).
+    opening = {name: value for name, value in LOCKED_DOWN.items() if name != "lock_configuration"}
     try:
-        connection = duckdb.connect(str(warehouse), read_only=True, config=LOCKED_DOWN)
+        connection = duckdb.connect(str(warehouse), read_only=True, config=opening)
     except duckdb.Error as error:
         raise WarehouseError(f"cannot read {warehouse}: {first_line(error)}") from None
     with connection:
+        if in_utc:
+            connection.execute("set TimeZone = 'UTC'")
+        connection.execute("set lock_configuration = true")
         cursor = connection.execute(query)
         return [d[0] for d in cursor.description or []], cursor.fetchmany(most)
 

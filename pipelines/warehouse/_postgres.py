@@ -65,9 +65,12 @@ def dbt_environment(destination: str) -> dict[str, str]:
     return environment
 
 
-def read_only_statement(query: str, most: int) -> tuple[list[str], list[tuple[Any, ...]]]:
+def read_only_statement(
+    query: str, most: int, *, in_utc: bool = False
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Column names and at most `most` rows of one statement, run in a read-only transaction
-    that is rolled back, on a connection of its own.
+    that is rolled back, on a connection of its own (`in_utc`: the session's time zone UTC,
+    so weeks and days are cut as the marts cut them).
 
     The text is sent in one Parse message of the extended protocol, so the server's own parser
     refuses a second statement (a `commit; begin read write; ...` cannot end the read-only
@@ -82,6 +85,8 @@ def read_only_statement(query: str, most: int) -> tuple[list[str], list[tuple[An
         connection.read_only = True
         try:
             with connection.cursor() as cursor:
+                if in_utc:
+                    cursor.execute("set time zone 'UTC'")
                 cursor.execute(query.encode(), prepare=True)
                 names = [column.name for column in cursor.description or []]
                 rows = [tuple(row) for row in cursor.fetchmany(most)] if names else []

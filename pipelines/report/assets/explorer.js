@@ -48,6 +48,7 @@
     waitingRows: rows(ws.waiting),
     dayRows: rows(ws.waiting_by_day),
     positionRows: rows(ws.positions),
+    metricRows: rows(ws.metrics.by_day),
   }));
   const chooser = $("workspace");
   workspaces.forEach((ws, i) => {
@@ -66,13 +67,32 @@
     if (chosen === "custom") {
       const from = $("from").value ? dayOf($("from").value) : first;
       const to = $("to").value ? dayOf($("to").value) : last;
-      return { from, to, label: dayText(from) + " to " + dayText(to) };
+      return { from, to, label: dayText(from) + " to " + dayText(to), preset: null };
     }
-    if (chosen === "all") return { from: first, to: last, label: "all time" };
+    if (chosen === "all") return { from: first, to: last, label: "all time", preset: "all" };
     const n = Number(chosen);
-    return { from: last - n + 1, to: last, label: "the last " + n + " days of data" };
+    return { from: last - n + 1, to: last, label: "the last " + n + " days of data",
+      preset: chosen };
   }
   const inside = (p, day) => day != null && day >= p.from && day <= p.to;
+
+  // The funnel metrics of the period, as the semantic layer defines them (models/models/
+  // semantic/): the counts are the metrics' daily values summed over the period's days (the
+  // metrics are sums), the completion rate their ratio; the metrics no sum gives (a median,
+  // distinct shipments waiting) come as computed for each preset period.
+  const COUNTS = ["sent", "delivered", "opened", "signed", "completed", "expired", "revoked",
+    "signers_waiting_now"];
+  function metricsOf(ws, p) {
+    const figures = Object.fromEntries(COUNTS.map((name) => [name, 0]));
+    for (const row of ws.metricRows) {
+      if (!inside(p, row.day)) continue;
+      for (const name of COUNTS) figures[name] += row[name] || 0;
+    }
+    const preset = p.preset ? ws.metrics.periods[p.preset] : null;
+    figures.median_hours_to_sign = preset ? preset.median_hours_to_sign : undefined;
+    figures.waiting_now = preset ? preset.waiting_now : undefined;
+    return figures;
+  }
 
   // ------------------------------------------------------------------ drawing
   function draw() {
@@ -82,39 +102,38 @@
     $("from").value = dayText(p.from);
     $("to").value = dayText(p.to);
     const sent = ws.shipmentRows.filter((s) => inside(p, s.sent_day));
+    const figures = metricsOf(ws, p);
     setText("stamp-workspace", ws.label + (ws.label === ws.name ? "" : " (" + ws.name + ")"));
     setText("stamp-as-of", ws.data_as_of ? ws.data_as_of.replace("T", " ").replace("Z", " UTC")
       : "unknown");
     setText("stamp-loaded", ws.loaded_at ? ws.loaded_at.replace("T", " ").replace("Z", " UTC")
       : "unknown");
     setText("stamp-period", p.label);
-    funnel(ws, sent);
-    weekly(sent);
+    funnel(figures);
+    weekly(ws, p, sent);
     completions(ws, p);
-    timeToSign(ws, p);
+    timeToSign(ws, p, figures);
     documentsRanked(ws, sent);
     positions(ws, p);
-    endings(ws, p);
+    endings(ws, p, figures);
     waitingByDay(ws, p);
-    waitingTable(ws, p);
+    waitingTable(ws, p, figures);
     slowestTable(ws, p);
   }
 
-  function funnel(ws, sent) {
-    const has = (bit) => sent.filter((s) => s.stages & bit).length;
+  function funnel(figures) {
     const stages = [
-      ["Sent", sent.length, COLORS.sent], ["Delivered", has(2), COLORS.delivered],
-      ["Opened", has(4), COLORS.opened], ["Signed", has(8), COLORS.signed],
-      ["Completed", has(16), COLORS.completed],
+      ["Sent", figures.sent, COLORS.sent], ["Delivered", figures.delivered, COLORS.delivered],
+      ["Opened", figures.opened, COLORS.opened], ["Signed", figures.signed, COLORS.signed],
+      ["Completed", figures.completed, COLORS.completed],
     ];
-    const figures = { sent: sent.length, delivered: has(2), opened: has(4), signed: has(8),
-      completed: has(16), expired: has(32), revoked: has(64) };
-    for (const [name, value] of Object.entries(figures)) setText("kpi-" + name, count(value));
+    for (const name of ["sent", "delivered", "opened", "signed", "completed", "expired",
+      "revoked"]) setText("kpi-" + name, count(figures[name]));
     setText("kpi-completion", share(figures.completed, figures.sent));
     Plotly.react("chart-funnel", [{
       type: "bar", x: stages.map((s) => s[0]), y: stages.map((s) => s[1]),
       marker: { color: stages.map((s) => s[2]) },
-      text: stages.map((s) => count(s[1]) + "<br>" + share(s[1], sent.length) + " of sent"),
+      text: stages.map((s) => count(s[1]) + "<br>" + share(s[1], figures.sent) + " of sent"),
       textposition: "auto", hovertemplate: "%{x}: %{y:,} shipments<extra></extra>",
     }], { title: { text: "Overall signing funnel" }, yaxis: { title: { text: "Shipments" } },
       xaxis: { title: { text: "Funnel stage reached" } }, margin: { t: 50 } }, PLOT);
@@ -124,27 +143,29 @@
       const worstLoss = stages[worst - 1][1] ? 1 - stages[worst][1] / stages[worst - 1][1] : 0;
       if (loss > worstLoss) worst = i;
     }
-    setText("caption-funnel", sent.length
-      ? "Of " + count(sent.length) + " shipments sent, " + count(figures.completed) + " (" +
-        share(figures.completed, sent.length) + ") were completed. The largest step loss is " +
+    setText("caption-funnel", figures.sent
+      ? "Of " + count(figures.sent) + " shipments sent, " + count(figures.completed) + " (" +
+        share(figures.completed, figures.sent) + ") were completed. The largest step loss is " +
         "from " + stages[worst - 1][0].toLowerCase() + " to " + stages[worst][0].toLowerCase() +
         ": " + share(stages[worst - 1][1] - stages[worst][1], stages[worst - 1][1]) +
         " did not go on."
       : "No shipment was sent in this period.");
   }
 
-  function weekly(sent) {
+  function weekly(ws, p, sent) {
+    // the week's metrics (their daily values summed), and how many of its shipments ended
     const weeks = new Map();
-    for (const s of sent) {
-      const w = weekOf(s.sent_day);
-      const row = weeks.get(w) || { sent: 0, opened: 0, signed: 0, completed: 0, ended: 0 };
-      row.sent += 1;
-      if (s.stages & 4) row.opened += 1;
-      if (s.stages & 8) row.signed += 1;
-      if (s.stages & 16) row.completed += 1;
-      if (s.stages & (16 | 32 | 64)) row.ended += 1;
-      weeks.set(w, row);
+    const week = (day) => {
+      const w = weekOf(day);
+      if (!weeks.has(w)) weeks.set(w, { sent: 0, opened: 0, signed: 0, completed: 0, ended: 0 });
+      return weeks.get(w);
+    };
+    for (const day of ws.metricRows) {
+      if (!inside(p, day.day) || !day.sent) continue;
+      const row = week(day.day);
+      for (const name of ["sent", "opened", "signed", "completed"]) row[name] += day[name] || 0;
     }
+    for (const s of sent) if (s.stages & (16 | 32 | 64)) week(s.sent_day).ended += 1;
     const keys = [...weeks.keys()].sort((a, b) => a - b), x = keys.map(dayText);
     const line = (field, name, color, dash) => ({
       type: "scatter", mode: "lines+markers", name, x, line: { color, dash },
@@ -208,10 +229,13 @@
       : "No shipment was completed in this period.");
   }
 
-  function timeToSign(ws, p) {
+  function timeToSign(ws, p, figures) {
     const values = ws.signatureRows.filter((s) => inside(p, s.sent_day)).map((s) => s.hours)
       .sort((a, b) => a - b);
-    const median = quantile(values, 0.5), p90 = quantile(values, 0.9);
+    // the metric's median for a preset period; a chosen range has only the signatures to go by
+    const median = figures.median_hours_to_sign === undefined ? quantile(values, 0.5)
+      : figures.median_hours_to_sign;
+    const p90 = quantile(values, 0.9);
     Plotly.react("chart-time", [{
       type: "histogram", x: values.map((h) => Math.log10(Math.max(h, 1 / 60))), nbinsx: 40,
       marker: { color: COLORS.signed }, name: "Signatures",
@@ -289,28 +313,26 @@
       : "No sequential flow was sent in this period.");
   }
 
-  function endings(ws, p) {
+  function endings(ws, p, figures) {
     const weeks = new Map();
-    for (const s of ws.shipmentRows) {
-      for (const [field, slot] of [["expired_day", 0], ["revoked_day", 1]]) {
-        if (!inside(p, s[field])) continue;
-        const w = weekOf(s[field]), row = weeks.get(w) || [0, 0];
-        row[slot] += 1;
-        weeks.set(w, row);
-      }
+    for (const day of ws.metricRows) {
+      if (!inside(p, day.day) || !(day.expired || day.revoked)) continue;
+      const w = weekOf(day.day), row = weeks.get(w) || [0, 0];
+      row[0] += day.expired || 0;
+      row[1] += day.revoked || 0;
+      weeks.set(w, row);
     }
     const keys = [...weeks.keys()].sort((a, b) => a - b), x = keys.map(dayText);
     Plotly.react("chart-endings", [["Expired", 0, COLORS.expired], ["Revoked", 1, COLORS.revoked]]
       .map(([name, slot, color]) => ({ type: "bar", name, x, marker: { color },
         y: keys.map((k) => weeks.get(k)[slot]),
         hovertemplate: name + ": %{y:,}<extra>week of %{x}</extra>" })),
-    { barmode: "stack", title: { text: "Expired and revoked shipments per week" },
-      xaxis: { title: { text: "Week the shipment expired or was revoked (Monday, UTC)" } },
+    { barmode: "stack", title: { text: "Expired and revoked shipments by week of sending" },
+      xaxis: { title: { text: "Week the shipment was sent (Monday, UTC)" } },
       yaxis: { title: { text: "Shipments" } }, margin: { t: 50 } }, PLOT);
-    const expired = keys.reduce((n, k) => n + weeks.get(k)[0], 0);
-    const revoked = keys.reduce((n, k) => n + weeks.get(k)[1], 0);
-    setText("caption-endings", count(expired) + " shipments expired and " + count(revoked) +
-      " were revoked in this period.");
+    setText("caption-endings", "Of the " + count(figures.sent) + " shipments sent in this " +
+      "period, " + count(figures.expired) + " expired and " + count(figures.revoked) +
+      " were revoked.");
   }
 
   function waitingByDay(ws, p) {
@@ -357,10 +379,12 @@
     return ws.people[index] || [null, null, null];
   }
 
-  function waitingTable(ws, p) {
+  function waitingTable(ws, p, figures) {
     const waiting = ws.waitingRows.filter((w) => inside(p, w.since_day));
-    setText("kpi-waiting-signers", count(waiting.length));
-    setText("kpi-waiting-shipments", count(new Set(waiting.map((w) => w.shipment)).size));
+    setText("kpi-waiting-signers", count(figures.signers_waiting_now));
+    // the metric for a preset period; for a chosen range, the shipments the table lists
+    setText("kpi-waiting-shipments", count(figures.waiting_now === undefined
+      ? new Set(waiting.map((w) => w.shipment)).size : figures.waiting_now));
     fillTable("table-waiting", ["Shipment", "Document", "Waiting on", "E-mail", "Company",
       "Position", "Waiting since (UTC)", "Hours waiting", "Opened"],
     waiting.map((w) => {

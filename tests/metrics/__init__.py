@@ -1,0 +1,1 @@
+"""Tests of `pipelines/metrics/`: the semantic layer and `signing-etl metrics`."""

@@ -1,0 +1,225 @@
+"""`signing-etl metrics` on two workspaces with colliding ids, loaded over real HTTP into a
+DuckDB file and into a real PostgreSQL database, with the models built on each: the metrics
+equal the sandbox's own records for every week and workspace on both engines, the two engines
+give equal tables, the marts' hand-written figures equal the metrics, and names the semantic
+layer does not define are refused in one line (exit 2) before any SQL is written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from pipelines.load.run import load_incremental
+from pipelines.metrics.semantic import MetricsRequest, MetricsTable, query_metrics
+from pipelines.modeling.build import build_models
+from pipelines.warehouse import Warehouse
+from sandbox import RunningSandbox, SandboxConfig
+from tests.models.workspaces import load_every_workspace
+from tests.support import MODELS_BUILT, START_MS, cli_env, describe, error_lines, fast, run_cli
+from tests.support.funnel import funnel_by_period
+from tests.support.postgres import PostgresDatabase, PostgresServer
+
+ALL_METRICS = (
+    "sent",
+    "delivered",
+    "opened",
+    "signed",
+    "completed",
+    "expired",
+    "revoked",
+    "completion_rate",
+    "median_hours_to_sign",
+    "waiting_now",
+    "signers_waiting_now",
+)
+
+
+@dataclass
+class Loaded:
+    """One sandbox of two workspaces loaded into a DuckDB file and a Postgres database."""
+
+    running: RunningSandbox
+    duckdb_file: Path
+    postgres_file: Path  # only dlt's and dbt's working folders live beside it
+    database: PostgresDatabase
+    folder: Path
+
+    def place(self, destination: str) -> Warehouse:
+        path = self.duckdb_file if destination == "duckdb" else self.postgres_file
+        return Warehouse.at(path, destination)
+
+    def env(self) -> dict[str, str]:
+        return {**cli_env(None), "DESTINATION__POSTGRES__CREDENTIALS": self.database.credentials}
+
+    def cli(self, destination: str, *args: str) -> Any:
+        path = self.duckdb_file if destination == "duckdb" else self.postgres_file
+        where = ["--duckdb", str(path), "--destination", destination]
+        return run_cli(["metrics", *args, *where], cwd=self.folder, env=self.env())
+
+
+@pytest.fixture(scope="module")
+def loaded(
+    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Loaded]:
+    database = postgres_server.create_database()
+    folder = tmp_path_factory.mktemp("metrics")
+    config = SandboxConfig(seed=41, shipments=120, start_ms=START_MS, limits_enabled=False)
+    with RunningSandbox(*config.workspaces(2)) as running, pytest.MonkeyPatch.context() as env:
+        env.setenv("DESTINATION__POSTGRES__CREDENTIALS", database.credentials)
+        load_every_workspace(running, folder / "signing.duckdb")
+        postgres = Warehouse.at(folder / "postgres" / "signing.duckdb", "postgres")
+        for key in running.api_keys:
+            result = load_incremental(postgres, settings=fast(running, key))
+            assert result.exit_code == 0, result.stopped
+        built = build_models(postgres)
+        assert built.success, built.summary
+        assert built.models_passed == MODELS_BUILT, built.summary
+        yield Loaded(running, folder / "signing.duckdb", postgres.path, database, folder)
+
+
+def _metrics(loaded: Loaded, destination: str, request: MetricsRequest) -> MetricsTable:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DESTINATION__POSTGRES__CREDENTIALS", loaded.database.credentials)
+        return query_metrics(loaded.place(destination), request)
+
+
+@pytest.mark.parametrize("destination", ["duckdb", "postgres"])
+def test_weekly_metrics_of_every_workspace_equal_the_sandbox(
+    loaded: Loaded, destination: str
+) -> None:
+    result = loaded.cli(
+        destination,
+        "--metrics",
+        "sent,completed,completion_rate",
+        "--group-by",
+        "metric_time__week,workspace",
+        "--format",
+        "json",
+    )
+    assert result.returncode == 0, describe(result)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    got = {(date.fromisoformat(row["metric_time__week"]), row["workspace"]): row for row in rows}
+    want = funnel_by_period(loaded.running.stores)
+    assert len({workspace for _, workspace in want}) == 2
+    assert set(got) == set(want)
+    for key, counts in want.items():
+        row = got[key]
+        assert (row["sent"], row["completed"]) == (counts["sent"], counts["completed"]), key
+        assert row["completion_rate"] == pytest.approx(counts["completed"] / counts["sent"]), key
+
+
+def test_csv_and_table_say_the_same_as_json(loaded: Loaded) -> None:
+    asked = ["--metrics", "sent,completed", "--group-by", "workspace"]
+    as_csv = loaded.cli("duckdb", *asked, "--format", "csv")
+    as_table = loaded.cli("duckdb", *asked)
+    assert as_csv.returncode == 0, describe(as_csv)
+    assert as_table.returncode == 0, describe(as_table)
+    header, *lines = as_csv.stdout.splitlines()
+    assert header == "workspace,sent,completed"
+    want = funnel_by_period(loaded.running.stores, period=lambda _: None)
+    expected = {f"{ws},{c['sent']},{c['completed']}" for (_, ws), c in want.items()}
+    assert set(lines) == expected
+    for line in expected:
+        assert all(cell in as_table.stdout for cell in line.split(","))
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--metrics", "sent;drop table marts.fct_shipments"], "no metric"),
+        (["--metrics", "sent", "--group-by", "workspace_id) from marts.x --"], "no group-by"),
+        (["--metrics", "sent", "--group-by", "metric_time__decade"], "no group-by"),
+        (["--metrics", "sent,sent"], "named twice"),
+        (["--metrics", ""], "one metric"),
+        (["--metrics", "sent", "--start", "yesterday"], "--start"),
+        (["--metrics", "sent", "--format", "xml"], "--format"),
+    ],
+)
+def test_names_the_semantic_layer_does_not_define_are_refused_in_one_line(
+    loaded: Loaded, options: list[str], named: str
+) -> None:
+    result = loaded.cli("duckdb", *options)
+    assert result.returncode == 2, describe(result)
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    (line,) = error_lines(result.stderr)
+    assert named in line
+    with duckdb.connect(str(loaded.duckdb_file), read_only=True) as db:
+        (count,) = db.execute("select count(*) from marts.fct_shipments").fetchone() or (0,)
+    assert count > 0
+
+
+def test_a_warehouse_without_a_semantic_layer_is_one_line(tmp_path: Path) -> None:
+    result = run_cli(
+        ["metrics", "--metrics", "sent", "--duckdb", str(tmp_path / "none.duckdb")],
+        cwd=tmp_path,
+        env=cli_env(None),
+    )
+    assert result.returncode == 1, describe(result)
+    (line,) = error_lines(result.stderr)
+    assert "signing-etl models" in line
+
+
+def _comparable(table: MetricsTable) -> list[tuple[Any, ...]]:
+    return sorted(
+        (tuple(round(v, 9) if isinstance(v, float) else v for v in row) for row in table.rows),
+        key=repr,
+    )
+
+
+@pytest.mark.parametrize(
+    "group_by",
+    [
+        ("metric_time__week", "workspace"),
+        ("metric_time__month", "workspace__workspace_name", "shipment__signature_level"),
+        ("workspace", "shipment__document_name"),
+    ],
+)
+def test_duckdb_and_postgres_give_equal_metric_tables(
+    loaded: Loaded, group_by: tuple[str, ...]
+) -> None:
+    request = MetricsRequest(ALL_METRICS, group_by)
+    on_duckdb = _metrics(loaded, "duckdb", request)
+    on_postgres = _metrics(loaded, "postgres", request)
+    assert on_duckdb.names == on_postgres.names == [*group_by, *ALL_METRICS]
+    assert len(on_duckdb.rows) > 2
+    assert _comparable(on_duckdb) == _comparable(on_postgres)
+
+
+def test_the_marts_hand_written_figures_equal_the_metrics(loaded: Loaded) -> None:
+    by_week = _metrics(
+        loaded,
+        "duckdb",
+        MetricsRequest(
+            ("sent", "opened", "signed", "completed", "expired", "revoked"),
+            ("metric_time__week", "workspace"),
+        ),
+    )
+    totals = _metrics(
+        loaded, "duckdb", MetricsRequest(("sent", "completed", "waiting_now"), ("workspace",))
+    )
+    with closing(duckdb.connect(str(loaded.duckdb_file), read_only=True)) as db:
+        funnel = db.execute(
+            """select sent_week, workspace_id, sum(count_shipments_sent),
+                   sum(count_shipments_opened), sum(count_shipments_signed),
+                   sum(count_shipments_completed), sum(count_shipments_expired),
+                   sum(count_shipments_revoked)
+               from marts.fct_signing_funnel group by all having sum(count_shipments_sent) > 0"""
+        ).fetchall()
+        workspaces = db.execute(
+            """select workspace_id, count_shipments_sent, count_shipments_completed,
+                   count_shipments_waiting
+               from marts.dim_workspaces"""
+        ).fetchall()
+    assert sorted(tuple(int(v) if i > 1 else v for i, v in enumerate(r)) for r in funnel) == (
+        sorted(by_week.rows)
+    )
+    assert sorted(tuple(r) for r in workspaces) == sorted(totals.rows)
