@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support.cli import cli_env
-from tests.support.postgres import PostgresServer, running_postgres
+from tests.support.postgres import PostgresDatabase, PostgresServer, running_postgres
 from tests.support.sandboxes import admin
 from tests.support.truth import postgres_differences
 
@@ -51,16 +52,23 @@ class Round:
     exit_codes: list[int]
     equal: int
     workspaces: int
+    cpu_seconds: float  # the workers' user and system time, children included
+    database_bytes: int
+    rows: int  # raw rows written, every table
 
     def line(self) -> str:
         codes = ",".join(str(code) for code in self.exit_codes)
         return (
-            f"{self.workers:>7}  {self.seconds:>9.1f}  {self.requests:>8,}  {self.refused:>11,}  "
-            f"{codes:<12}  {self.equal:>3} of {self.workspaces}"
+            f"{self.workers:>7}  {self.seconds:>8.1f}  {self.requests:>8,}  {self.refused:>11,}  "
+            f"{self.equal:>3} of {self.workspaces:<3}  {codes:<8}  {self.cpu_seconds:>7.1f}  "
+            f"{self.rows:>9,}  {self.database_bytes / 2**20:>7.1f}"
         )
 
 
-HEADER = "workers  wall (s)  requests  earned 429s  exit codes    workspaces equal"
+HEADER = (
+    "workers  wall (s)  requests  earned 429s  workspaces equal  exits     CPU (s)  raw rows"
+    "  DB (MiB)"
+)
 
 
 def environment(running: RunningSandbox, names: list[str], credentials: str) -> dict[str, str]:
@@ -74,21 +82,15 @@ def environment(running: RunningSandbox, names: list[str], credentials: str) -> 
     return env
 
 
-def one_round(
-    workers: int, config: SandboxConfig, count: int, server: PostgresServer, folder: Path
-) -> Round:
-    """Load `count` workspaces of a fresh sandbox into a fresh database with `workers` loads
-    at once, and compare each workspace with the sandbox."""
-    database = server.create_database()
-    names = [f"w{number:03}" for number in range(count)]
-    with RunningSandbox(*config.workspaces(count)) as running:
-        env = environment(running, names, database.credentials)
-        shares = [names[worker::workers] for worker in range(workers)]
-        began = time.perf_counter()
-        processes = []
-        logs = contextlib.ExitStack()
-        for worker, share in enumerate(shares):
-            place = folder / f"{workers}-{worker}"
+def run_workers(
+    shares: list[list[str]], env: dict[str, str], folder: Path
+) -> tuple[list[int], float]:
+    """One `signing-etl load` per share of the workspaces, all at once, each in an empty folder
+    of its own; their exit codes and CPU seconds (read with `os.wait4`, each its own)."""
+    processes = []
+    with contextlib.ExitStack() as logs:
+        for number, share in enumerate(shares):
+            place = folder / f"{len(shares)}-{number}"
             place.mkdir(parents=True)
             chosen = [part for name in share for part in ("--workspace", name)]
             command = [sys.executable, "-m", "pipelines.cli", "load", "--destination", "postgres"]
@@ -101,8 +103,40 @@ def one_round(
                     stderr=logs.enter_context((place / "stderr.log").open("w")),
                 )
             )
-        with logs:
-            codes = [process.wait() for process in processes]
+        codes, cpu = [], 0.0
+        for process in processes:
+            _, status, usage = os.wait4(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(status)
+            codes.append(process.returncode)
+            cpu += usage.ru_utime + usage.ru_stime
+    return codes, cpu
+
+
+def _database_figures(database: PostgresDatabase) -> tuple[int, int]:
+    """The database's size in bytes and the rows of its `raw` tables."""
+    with closing(database.connect()) as connection, connection.cursor() as cursor:
+        cursor.execute("select pg_database_size(current_database())")
+        (size,) = cursor.fetchone() or (0,)
+        cursor.execute("analyze")
+        cursor.execute(
+            "select coalesce(sum(n_live_tup), 0) from pg_stat_user_tables where schemaname = 'raw'"
+        )
+        (rows,) = cursor.fetchone() or (0,)
+        connection.rollback()
+    return int(size), int(rows)
+
+
+def one_round(
+    workers: int, config: SandboxConfig, count: int, server: PostgresServer, folder: Path
+) -> Round:
+    """Load `count` workspaces of a fresh sandbox into a fresh database with `workers` loads
+    at once, and compare each workspace with the sandbox."""
+    database = server.create_database()
+    names = [f"w{number:03}" for number in range(count)]
+    with RunningSandbox(*config.workspaces(count)) as running:
+        env = environment(running, names, database.credentials)
+        began = time.perf_counter()
+        codes, cpu = run_workers([names[n::workers] for n in range(workers)], env, folder)
         seconds = time.perf_counter() - began
         state = admin(running, "GET", "/state")
         with closing(database.connect()) as connection:
@@ -110,15 +144,9 @@ def one_round(
                 not postgres_differences(connection, store, by_workspace=True)
                 for store in running.stores
             )
-    return Round(
-        workers,
-        seconds,
-        int(state["requests_served"]),
-        int(state["requests_refused"]),
-        codes,
-        equal,
-        count,
-    )
+    size, rows = _database_figures(database)
+    served, refused = int(state["requests_served"]), int(state["requests_refused"])
+    return Round(workers, seconds, served, refused, codes, equal, count, cpu, size, rows)
 
 
 def main() -> None:

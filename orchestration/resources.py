@@ -18,11 +18,10 @@ from pipelines.warehouse import (
 
 WAREHOUSE_POOL = "signing_warehouse"  # one writer at a time on a DuckDB file; one dbt build
 DESTINATION_VARIABLE = "SIGNING_DESTINATION"  # the dlt destination, as `load --destination`
-# The Celery broker and result backend (`redis://host:6379/0`; the backend defaults to the
-# broker), named by variable so that a password in them stays out of Dagster's run config; with
-# a broker, on a shared destination, steps run on the Celery workers (docs/orchestration.md).
+# The Celery broker, also its result backend (`redis://host:6379/0`), named by variable so that
+# a password in it stays out of Dagster's run config; with one, on a shared destination, steps
+# run on the Celery workers (docs/orchestration.md, "Many workers").
 BROKER_VARIABLE = "SIGNING_CELERY_BROKER"
-BACKEND_VARIABLE = "SIGNING_CELERY_BACKEND"
 
 
 class SigningWarehouse(dg.ConfigurableResource["SigningWarehouse"]):
@@ -67,7 +66,8 @@ def executor_for(warehouse: Warehouse) -> dg.ExecutorDefinition:
     configured, steps run on whichever Celery worker takes them first."""
     if warehouse.is_file or not os.environ.get(BROKER_VARIABLE):
         return dg.in_process_executor
-    backend = BACKEND_VARIABLE if os.environ.get(BACKEND_VARIABLE) else BROKER_VARIABLE
+    # The workers' `celery.yaml` names the same two: a worker that stores results elsewhere
+    # (dagster-celery's default backend is `rpc://`) leaves the run waiting for ever.
     return celery_executor.configured(
-        {"broker": {"env": BROKER_VARIABLE}, "backend": {"env": backend}}, name="celery"
+        {"broker": {"env": BROKER_VARIABLE}, "backend": {"env": BROKER_VARIABLE}}, name="celery"
     )

@@ -40,7 +40,7 @@ class RedisServer:
         return f"redis://{self.host}:{self.port}/{database}"
 
 
-def missing_server() -> str | None:
+def missing_redis() -> str | None:
     """The one-line reason no server can be started here, or None when one can."""
     return None if shutil.which("redis-server") else SERVER_MISSING
 
