@@ -34,7 +34,7 @@ from orchestration.ingestion import (
     TRANSIENT_RETRIES,
 )
 from orchestration.modeling import dbt_project, prepare
-from orchestration.resources import BROKER_VARIABLE, WAREHOUSE_POOL
+from orchestration.resources import BROKER_VARIABLE, DESTINATION_VARIABLE, WAREHOUSE_POOL
 from sandbox import JSON, RunningSandbox
 from sources.signing import RESOURCES, RunControl, configured_source, connect, signing_source
 from tests.models.test_marts import assert_marts_match
@@ -373,11 +373,12 @@ def test_runs_of_one_workspace_queue_behind_each_other_and_writers_share_one_poo
 
 @pytest.mark.parametrize("broker", [None, "redis://127.0.0.1:6379/0"], ids=["alone", "celery"])
 def test_on_postgres_loads_run_side_by_side_builds_take_turns_and_steps_go_to_celery(
-    deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broker: str | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broker: str | None
 ) -> None:
-    """The pools and the executor follow the destination: a DuckDB file (the deployment's)
-    keeps one writer and one process whatever is configured; on PostgreSQL the loads take no
-    pool, the dbt builds still take turns, and a configured broker sends steps to Celery."""
+    """The pools and the executor follow the destination: a DuckDB file keeps one writer and
+    one process whatever is configured; on PostgreSQL the loads take no pool, the dbt builds
+    still take turns, and a configured broker sends steps to Celery."""
+    monkeypatch.delenv(DESTINATION_VARIABLE, raising=False)
     if broker is None:
         monkeypatch.delenv(BROKER_VARIABLE, raising=False)
     else:
