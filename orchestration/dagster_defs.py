@@ -20,7 +20,7 @@ from dagster_dlt import DagsterDltResource
 
 from orchestration.ingestion import raw_assets, raw_freshness
 from orchestration.modeling import dbt_executable, dbt_project, model_assets, prepare
-from orchestration.resources import SigningWarehouse
+from orchestration.resources import SigningWarehouse, executor_for, load_pool
 from pipelines.configuration import configured_workspaces
 from sources.signing import RESOURCES
 
@@ -30,12 +30,16 @@ FRESHNESS_CRON = "0 * * * *"
 
 
 def build_definitions(
-    workspaces: Sequence[str] | None = None, warehouse: Path | None = None
+    workspaces: Sequence[str] | None = None,
+    warehouse: Path | None = None,
+    destination: str | None = None,
 ) -> dg.Definitions:
     """The Definitions: raw assets partitioned by `workspaces` (default: the names configured
     in dlt's configuration now), the models, the daily job and its schedule, the freshness
     checks and their hourly schedule, and the resources writing to `warehouse` (default:
-    `SIGNING_WAREHOUSE`, else `warehouse/signing.duckdb`)."""
+    `SIGNING_WAREHOUSE`, else `warehouse/signing.duckdb`) on `destination` (default:
+    `SIGNING_DESTINATION`, else DuckDB). The loads' pool and the executor follow the
+    destination (`orchestration.resources`)."""
     names = (
         list(workspaces)
         if workspaces is not None
@@ -44,7 +48,11 @@ def build_definitions(
     partitions = dg.StaticPartitionsDefinition(names)
     project = dbt_project()
     prepare(project)
-    raw = raw_assets(partitions)
+    warehouse_resource = SigningWarehouse(
+        path=str(warehouse) if warehouse is not None else None, destination=destination
+    )
+    chosen = warehouse_resource.warehouse
+    raw = raw_assets(partitions, load_pool(chosen))
     models = model_assets(project)
     freshness = raw_freshness([key for key in raw.keys if key.path[-1] in RESOURCES], partitions)
     daily = dg.define_asset_job(
@@ -55,14 +63,8 @@ def build_definitions(
     fresh_job = dg.define_asset_job(
         "signing_freshness", selection=dg.AssetSelection.checks(freshness)
     )
-    warehouse_resource = (
-        SigningWarehouse(path=str(warehouse)) if warehouse is not None else SigningWarehouse()
-    )
     return dg.Definitions(
-        # A run's steps follow one another anyway (the models need the load, and both take the
-        # warehouse's pool): in one process each run saves a Python start with dagster, dlt and
-        # dbt imported per step (20 s of a 65 s `dagster asset materialize` here).
-        executor=dg.in_process_executor,
+        executor=executor_for(chosen),
         assets=[raw, models],
         asset_checks=[freshness],
         jobs=[daily, fresh_job],

@@ -62,6 +62,12 @@ OUTCOME_TAG = "signing/outcome"
 LOAD_COMPLETED = "load_completed"
 FRESH = "fresh"
 FRESH_HOURS = 26  # a daily load, with room for a slow night
+# A load that failed on the database's passing conflict (two writers changing one table's
+# schema, a deadlock, a lost connection) runs again, later each time and not in step with
+# the other workers; any other failure is final at once (`dg.Failure(allow_retries=...)`).
+TRANSIENT_RETRIES = dg.RetryPolicy(
+    max_retries=3, delay=20, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
 
 
 def raw_key(table: str) -> dg.AssetKey:
@@ -162,8 +168,11 @@ def _materialization_metadata(
     return metadata
 
 
-def raw_assets(partitions: dg.PartitionsDefinition[str]) -> dg.AssetsDefinition:
-    """The raw tables, loaded together one workspace (partition) at a time.
+def raw_assets(
+    partitions: dg.PartitionsDefinition[str], pool: str | None = WAREHOUSE_POOL
+) -> dg.AssetsDefinition:
+    """The raw tables, loaded together one workspace (partition) at a time, in `pool` (None:
+    no pool, for a destination that takes concurrent writers).
 
     Not subsettable: the shipment tables come from one pass over the list, and a partial load
     would move cursors past changes whose children were never fetched.
@@ -185,8 +194,9 @@ def raw_assets(partitions: dg.PartitionsDefinition[str]) -> dg.AssetsDefinition:
         specs=specs,
         check_specs=check_specs,
         partitions_def=partitions,
-        pool=WAREHOUSE_POOL,
+        pool=pool,
         can_subset=False,
+        retry_policy=TRANSIENT_RETRIES,
     )
     def signing_raw(
         context: dg.AssetExecutionContext,
@@ -230,6 +240,7 @@ def _load_partition(
         raise dg.Failure(
             description=outcome.failure_line,
             metadata={"workspace": entry.name, "exit_code": outcome.code},
+            allow_retries=outcome.transient,
         )
     if outcome.outcome is Outcome.STOPPED:
         context.log.warning(f"workspace {entry.name}: stopped early: {outcome.reason}")

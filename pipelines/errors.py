@@ -140,6 +140,34 @@ def failure_reason(error: BaseException) -> str:
     return first_line(error) if error is innermost else said
 
 
+# SQLSTATEs a retry of the whole run may cure: a transaction rolled back by a conflict (class 40:
+# serialization failure, deadlock), a lock not granted in time, a connection lost, and two
+# writers creating one schema or table at once (a unique violation in the catalog).
+TRANSIENT_SQLSTATES = ("40", "08", "55P03", "57P01", "23505", "42P06", "42P07")
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a failure is the database's passing conflict, not a fault that a retry repeats:
+    an error in its chain carries a SQLSTATE of `TRANSIENT_SQLSTATES` (psycopg2's `pgcode`,
+    psycopg's `sqlstate`, inside dlt's wrappers), or is a connection psycopg2 lost."""
+    seen: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in seen:
+        seen.append(cause)
+        state = getattr(cause, "pgcode", None) or getattr(cause, "sqlstate", None)
+        if isinstance(state, str) and state.startswith(TRANSIENT_SQLSTATES):
+            return True
+        if isinstance(cause, psycopg2.OperationalError) and state is None:
+            return True  # "server closed the connection unexpectedly" carries no SQLSTATE
+        cause = (
+            getattr(cause, "dbapi_exception", None)
+            or cause.__cause__
+            or cause.__context__
+            or getattr(cause, "exception", None)
+        )
+    return False
+
+
 def first_line(error: BaseException | str) -> str:
     """The first line of an error's message that says something, its spaces collapsed: what a
     database, dlt or a notebook says goes on for lines of context and hints, and a failure is

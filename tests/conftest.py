@@ -18,6 +18,7 @@ from tests.support import START_MS, SandboxFactory, client_for
 from tests.support.cli import SUITE_CADENCE
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 from tests.support.postgres import PostgresServer, in_ci, missing_server, running_postgres
+from tests.support.redis import RedisServer, missing_redis, running_redis
 
 
 def _isolated_from_the_users_configuration() -> None:
@@ -97,6 +98,19 @@ def postgres_server() -> Iterator[PostgresServer]:
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A Redis server of its own for the session (the Celery broker), removed afterwards;
+    skipped with one line when none is installed, failed in CI (CI always has one)."""
+    reason = missing_redis()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    with running_redis() as server:
         yield server
 
 

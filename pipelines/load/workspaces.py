@@ -22,6 +22,7 @@ from pipelines.errors import (
     SigningEtlError,
     WarehouseError,
     failure_reason,
+    is_transient,
 )
 from pipelines.load.run import LoadOptions, LoadResult, load_incremental, stop_on_signals
 from pipelines.outcome import EXIT_FAILED, Outcome, is_signal
@@ -44,6 +45,7 @@ class WorkspaceLoad:
     result: LoadResult | None = None
     seconds: float = 0.0
     fatal: bool = False
+    transient: bool = False  # failed on the database's passing conflict: a retry may cure it
 
     @property
     def outcome(self) -> Outcome:
@@ -98,7 +100,8 @@ def load_workspace(
     except RunStopped as error:  # at the first request: nothing fetched, nothing written
         return WorkspaceLoad(entry, error.exit_code, str(error))
     except EXPECTED_FAILURES as error:  # recorded by the run; here its one line
-        return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error))
+        transient = is_transient(error)
+        return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error), transient=transient)
     seconds = time.monotonic() - started
     return WorkspaceLoad(entry, result.exit_code, result.stopped, result, seconds)
 

@@ -26,9 +26,15 @@ from dagster._utils.tags import TagConcurrencyLimitsCounter
 
 from orchestration import dagster_defs
 from orchestration.dagster_defs import DAILY_CRON, build_definitions
-from orchestration.ingestion import FRESH, FRESH_HOURS, LOAD_COMPLETED, OUTCOME_TAG
+from orchestration.ingestion import (
+    FRESH,
+    FRESH_HOURS,
+    LOAD_COMPLETED,
+    OUTCOME_TAG,
+    TRANSIENT_RETRIES,
+)
 from orchestration.modeling import dbt_project, prepare
-from orchestration.resources import WAREHOUSE_POOL
+from orchestration.resources import BROKER_VARIABLE, DESTINATION_VARIABLE, WAREHOUSE_POOL
 from sandbox import JSON, RunningSandbox
 from sources.signing import RESOURCES, RunControl, configured_source, connect, signing_source
 from tests.models.test_marts import assert_marts_match
@@ -363,6 +369,41 @@ def test_runs_of_one_workspace_queue_behind_each_other_and_writers_share_one_poo
     # Loads and dbt builds write one DuckDB file: they share one pool (limit 1 above).
     pools = {deployment.defs.resolve_assets_def(k).op.pool for k in (RAW[0], MART_KEYS[0])}
     assert pools == {WAREHOUSE_POOL}
+
+
+@pytest.mark.parametrize("broker", [None, "redis://127.0.0.1:6379/0"], ids=["alone", "celery"])
+def test_on_postgres_loads_run_side_by_side_builds_take_turns_and_steps_go_to_celery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broker: str | None
+) -> None:
+    """The pools and the executor follow the destination: a DuckDB file keeps one writer and
+    one process whatever is configured; on PostgreSQL the loads take no pool, the dbt builds
+    still take turns, and a configured broker sends steps to Celery."""
+    monkeypatch.delenv(DESTINATION_VARIABLE, raising=False)
+    if broker is None:
+        monkeypatch.delenv(BROKER_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(BROKER_VARIABLE, broker)
+    on_file = build_definitions(workspaces=list(WORKSPACES), warehouse=tmp_path / "w.duckdb")
+    on_postgres = build_definitions(
+        workspaces=list(WORKSPACES), warehouse=tmp_path / "pg" / "w.duckdb", destination="postgres"
+    )
+
+    def pool_of(defs: dg.Definitions, key: dg.AssetKey) -> str | None:
+        return defs.resolve_assets_def(key).op.pool
+
+    def executor_of(defs: dg.Definitions) -> str:
+        return defs.resolve_job_def("signing_daily").executor_def.name
+
+    assert (pool_of(on_file, RAW[0]), pool_of(on_file, MART_KEYS[0])) == (WAREHOUSE_POOL,) * 2
+    assert (pool_of(on_postgres, RAW[0]), pool_of(on_postgres, MART_KEYS[0])) == (
+        None,
+        WAREHOUSE_POOL,
+    )
+    assert executor_of(on_file) == dg.in_process_executor.name
+    assert executor_of(on_postgres) == ("celery" if broker else dg.in_process_executor.name)
+    # A load that failed on the database's passing conflict is retried, on both.
+    for defs in (on_file, on_postgres):
+        assert defs.resolve_assets_def(RAW[0]).op.retry_policy == TRANSIENT_RETRIES
 
 
 def test_freshness_checks_name_the_workspaces_not_loaded_lately(deployment: Deployment) -> None:
