@@ -12,9 +12,22 @@ from pipelines import lazy_exports
 from .cli import build_models_or_fail, models_command
 
 if TYPE_CHECKING:
-    from .build import PROJECT_DIR, ModelsResult, build_models
+    from .build import PROJECT_DIR, ModelsResult, build_models, refresh_marts
 
-__all__ = ["PROJECT_DIR", "ModelsResult", "build_models", "build_models_or_fail", "models_command"]
+__all__ = [
+    "PROJECT_DIR",
+    "ModelsResult",
+    "build_models",
+    "build_models_or_fail",
+    "models_command",
+    "refresh_marts",
+]
 __getattr__ = lazy_exports(
-    __name__, {"PROJECT_DIR": "build", "ModelsResult": "build", "build_models": "build"}
+    __name__,
+    {
+        "PROJECT_DIR": "build",
+        "ModelsResult": "build",
+        "build_models": "build",
+        "refresh_marts": "build",
+    },
 )

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from dbt.artifacts.resources.types import NodeType
 from dbt.artifacts.schemas.results import NodeStatus
@@ -23,6 +24,8 @@ from pipelines.shipped import shipped
 from pipelines.warehouse import DbtTarget, Warehouse
 
 PROJECT_DIR = shipped("models")
+# What a build runs: `build` (models, snapshots, tests) or `run` (models alone).
+DbtCommand = Literal["build", "run"]
 WARNED_NAMED = 5  # warned tests named in the summary line (all of them in the build's record)
 
 
@@ -74,6 +77,7 @@ def build_models(
     *,
     select: str | None = None,
     quiet: bool = True,
+    command: DbtCommand = "build",
 ) -> ModelsResult:
     """Run `dbt build` (models, then their tests) of `models/` on the warehouse: a DuckDB file,
     or the database of dlt's `postgres` destination (its dbt target is chosen by the warehouse,
@@ -90,6 +94,8 @@ def build_models(
             nodes when None.
         quiet: print nothing (dbt's console log off; the result says what failed and where
             the full log is); False prints dbt's usual progress.
+        command: `build` (models, snapshots and their tests) or `run` (the selected models
+            alone, no test: what a refresh after a webhook drain runs, `refresh_marts`).
 
     Returns:
         Success (no model or test error; warnings allowed), counts per node outcome, the
@@ -107,7 +113,7 @@ def build_models(
     try:
         with place.for_dbt() as target:
             place.check_for_models()
-            result = _build(place, target, select, quiet)
+            result = _build(place, target, select, quiet, command)
             place.release_dbt()
             record_build(place, _as_build(started, result))  # published with what it built
     except ModelsError as error:  # nothing was built: on record all the same
@@ -135,13 +141,13 @@ def _as_build(started: datetime, result: ModelsResult) -> ModelBuild:
 
 
 def _build(
-    warehouse: Warehouse, target: DbtTarget, select: str | None, quiet: bool
+    warehouse: Warehouse, target: DbtTarget, select: str | None, quiet: bool, command: DbtCommand
 ) -> ModelsResult:
-    """`dbt build` in this process, with the target's environment already set."""
+    """`dbt build` (or `dbt run`) in this process, with the target's environment already set."""
     work_dir = warehouse.dbt_dir
     log_dir = work_dir / "logs"
     args = [
-        "build",
+        command,
         "--project-dir",
         str(PROJECT_DIR),
         "--profiles-dir",
@@ -161,7 +167,7 @@ def _build(
     if target.name:
         args += ["--target", target.name]
     started = time.monotonic()
-    with _neutral_argv():
+    with _neutral_argv(command):
         outcome = dbtRunner().invoke(args)
     seconds = time.monotonic() - started
     log_file = log_dir / "dbt.log"
@@ -174,12 +180,12 @@ def _build(
 
 
 @contextlib.contextmanager
-def _neutral_argv() -> Iterator[None]:
+def _neutral_argv(command: DbtCommand) -> Iterator[None]:
     """dbt writes `sys.argv` into `run_results.json` and its log as the command that started
     it (`invocation_command`), also when run in this process: it sees `dbt build` instead of
     our command line, whose values (`forget --email`, a path, a query) must reach no file."""
     ours = sys.argv
-    sys.argv = ["dbt", "build"]
+    sys.argv = ["dbt", command]
     try:
         yield
     finally:
@@ -241,3 +247,17 @@ def _count(
 
 def _one_line(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
+
+
+# What a refresh after a webhook drain rebuilds: every mart (a drain's shipments, audit events,
+# fields and contacts reach nearly all of them), not the staging views (views read raw as it
+# is) nor the snapshots and tests, which the next scheduled build runs (docs/design.md).
+FRESH_MARTS_SELECTION = "marts"
+
+
+def refresh_marts(warehouse: Warehouse | Path) -> ModelsResult:
+    """Bring the marts up to date with what a webhook drain loaded into raw: `dbt run` of the
+    marts alone (`FRESH_MARTS_SELECTION`), within the caller's run of the warehouse when it
+    holds one (so raw and marts are published together). A scheduled `load` or `models` still
+    builds everything, snapshots and tests included."""
+    return build_models(warehouse, select=FRESH_MARTS_SELECTION, command="run")
