@@ -19,7 +19,7 @@ from dbt.artifacts.schemas.run import RunExecutionResult
 from dbt.cli.main import dbtRunner
 
 from pipelines.errors import ModelsError
-from pipelines.modeling.record import ModelBuild, record_build
+from pipelines.modeling.record import ModelBuild, built_before, record_build
 from pipelines.shipped import shipped
 from pipelines.warehouse import DbtTarget, Warehouse
 
@@ -255,9 +255,13 @@ def _one_line(text: str) -> str:
 FRESH_MARTS_SELECTION = "marts"
 
 
-def refresh_marts(warehouse: Warehouse | Path) -> ModelsResult:
+def refresh_marts(warehouse: Warehouse | Path) -> ModelsResult | None:
     """Bring the marts up to date with what a webhook drain loaded into raw: `dbt run` of the
     marts alone (`FRESH_MARTS_SELECTION`), within the caller's run of the warehouse when it
-    holds one (so raw and marts are published together). A scheduled `load` or `models` still
-    builds everything, snapshots and tests included."""
+    holds one (so raw and marts are published together). None, and nothing run, on a warehouse
+    whose models were never built (`load --no-models` only): there are no marts to keep fresh,
+    and the staging views they read are not there. A scheduled `load` or `models` still builds
+    everything, snapshots and tests included."""
+    if not built_before(Warehouse.of(warehouse)):
+        return None
     return build_models(warehouse, select=FRESH_MARTS_SELECTION, command="run")

@@ -156,6 +156,8 @@ def _refresh_marts(warehouse: Warehouse, results: list[DrainResult]) -> None:
     except EXPECTED_FAILURES as error:  # raw is loaded all the same, and published
         problem: str | None = failure_reason(error)
     else:
+        if refreshed is None:
+            return  # never modelled: no marts to refresh
         problem = None if refreshed.success else refreshed.summary
     for result in loaded:
         if problem is None:

@@ -14,15 +14,20 @@ holds and what this module did to it, never what the models say:
 - `fct_deleted_records` and `fct_deletions_by_day` list and count what was deleted, noticed
   after the deletion and last seen alive before it;
 - `dim_workspaces` has the configured name beside the service's;
-- a contact gets a new version only when an attribute the version holds changed.
+- a contact gets a new version only when an attribute the version holds changed;
+- the README's first query prints a table that fits a terminal, with the sandbox's numbers.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,9 +36,10 @@ from pipelines.load.run import LoadOptions, load_incremental
 from pipelines.modeling.build import build_models
 from sandbox import RunningSandbox, Store
 from tests.models.workspaces import colliding_workspaces
-from tests.support import MODELS_BUILT, admin, fast
+from tests.support import MODELS_BUILT, admin, cli_env, describe, earliest, fast, run_cli, week_of
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 
+README = Path(__file__).resolve().parents[2] / "README.md"
 NAMES = ("w1", "w2")  # the configured names the two workspaces load under
 DELETED_EACH = 3  # documents, shipments and contacts the application deletes in each workspace
 KINDS = {"documents": "document", "shipments": "shipment", "contacts": "contact"}
@@ -292,3 +298,39 @@ def test_a_contact_gets_a_version_only_when_an_attribute_it_holds_changed(traps:
         traps.running.stores[0].contacts.by_id[traps.touched_contact].name
     ]
     assert names(renamed) == [old_name, new_name]
+
+
+# ---------------------------------------------------------------------- the README
+
+
+def readme_first_query() -> str:
+    """The query of the README's first `signing-etl sql` example, as one line."""
+    found = re.search(r'signing-etl sql --duckdb \S+ "([^"]+)"', README.read_text())
+    assert found is not None, "the README has no `signing-etl sql` example"
+    return " ".join(found[1].split())
+
+
+def test_the_readmes_first_query_prints_a_readable_table_of_the_sandboxes_numbers(
+    traps: Traps, tmp_path: Path
+) -> None:
+    expected: dict[tuple[str, date], tuple[int, int]] = {}
+    for store in traps.running.stores:
+        for shipment in store.shipments.by_id.values():
+            first = earliest([r.sent_at for r in shipment.recipients])
+            if first is not None:
+                key = (store.workspace.name, week_of(first))
+                sent, completed = expected.get(key, (0, 0))
+                expected[key] = (sent + 1, completed + (shipment.status == "completed"))
+    args = ["sql", *traps.place.cli_args(), readme_first_query()]
+    env = {**cli_env(None), **traps.place.env}
+    table = run_cli(args, cwd=tmp_path, env=env)
+    as_csv = run_cli([*args, "--format", "csv"], cwd=tmp_path, env=env)
+    assert table.returncode == as_csv.returncode == 0, describe(table) + describe(as_csv)
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert 0 < len(rows) <= 5
+    assert list(rows[0]) == ["workspace_name", "sent_week", "sent", "completed"]
+    for row in rows:
+        week = date.fromisoformat(row["sent_week"])
+        assert (int(row["sent"]), int(row["completed"])) == expected[row["workspace_name"], week]
+        assert row["workspace_name"] in table.stdout  # whole, not cut to fit
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80, table.stdout

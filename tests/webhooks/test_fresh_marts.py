@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 
 from sandbox import RunningSandbox
-from tests.support import SandboxFactory, cli_env, client_for, describe, load_args, run_cli
+from tests.support import SandboxFactory, cli_env, client_for, describe, run_cli
 from tests.support.webhooks import ServedReceiver, free_port, wait_until
 
 SENT = 4  # shipments sent through the API while the receiver runs
@@ -60,7 +60,7 @@ def test_shipments_sent_while_the_receiver_runs_are_counted_in_the_marts_without
     running = make_sandbox(limits_enabled=False, shipments=40, seed=31)
     env = cli_env(running)
     warehouse = tmp_path / "signing.duckdb"
-    loaded = run_cli(load_args(warehouse), cwd=tmp_path, env=env)
+    loaded = run_cli(["load", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)  # with models
     assert loaded.returncode == 0, describe(loaded)
     port = free_port()
     subscribe = ["webhooks", "subscribe", "--duckdb", str(warehouse)]
