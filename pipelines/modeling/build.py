@@ -19,7 +19,7 @@ from dbt.artifacts.schemas.run import RunExecutionResult
 from dbt.cli.main import dbtRunner
 
 from pipelines.errors import ModelsError
-from pipelines.modeling.record import ModelBuild, built_before, record_build
+from pipelines.modeling.record import ModelBuild, record_build
 from pipelines.shipped import shipped
 from pipelines.warehouse import DbtTarget, Warehouse
 
@@ -95,7 +95,8 @@ def build_models(
         quiet: print nothing (dbt's console log off; the result says what failed and where
             the full log is); False prints dbt's usual progress.
         command: `build` (models, snapshots and their tests) or `run` (the selected models
-            alone, no test: what a refresh after a webhook drain runs, `refresh_marts`).
+            alone, no test: a refresh after a webhook drain without compiled SQL at hand,
+            `refresh_marts`).
 
     Returns:
         Success (no model or test error; warnings allowed), counts per node outcome, the
@@ -247,21 +248,3 @@ def _count(
 
 def _one_line(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
-
-
-# What a refresh after a webhook drain rebuilds: every mart (a drain's shipments, audit events,
-# fields and contacts reach nearly all of them), not the staging views (views read raw as it
-# is) nor the snapshots and tests, which the next scheduled build runs (docs/design.md).
-FRESH_MARTS_SELECTION = "marts"
-
-
-def refresh_marts(warehouse: Warehouse | Path) -> ModelsResult | None:
-    """Bring the marts up to date with what a webhook drain loaded into raw: `dbt run` of the
-    marts alone (`FRESH_MARTS_SELECTION`), within the caller's run of the warehouse when it
-    holds one (so raw and marts are published together). None, and nothing run, on a warehouse
-    whose models were never built (`load --no-models` only): there are no marts to keep fresh,
-    and the staging views they read are not there. A scheduled `load` or `models` still builds
-    everything, snapshots and tests included."""
-    if not built_before(Warehouse.of(warehouse)):
-        return None
-    return build_models(warehouse, select=FRESH_MARTS_SELECTION, command="run")

@@ -124,7 +124,7 @@ class WebhookReceiver:
 
 
 def _import_dbt() -> None:
-    import pipelines.modeling.build  # noqa: F401 (imported for its side effect: loaded)
+    import pipelines.modeling.refresh  # noqa: F401 (imported for its side effect: loaded)
 
 
 def _say(result: DrainResult) -> None:

@@ -34,9 +34,20 @@ import pytest
 
 from pipelines.load.run import LoadOptions, load_incremental
 from pipelines.modeling.build import build_models
+from pipelines.modeling.refresh import refresh_marts
 from sandbox import RunningSandbox, Store
 from tests.models.workspaces import colliding_workspaces
-from tests.support import MODELS_BUILT, admin, cli_env, describe, earliest, fast, run_cli, week_of
+from tests.support import (
+    MODELS_BUILT,
+    admin,
+    cli_env,
+    client_for,
+    describe,
+    earliest,
+    fast,
+    run_cli,
+    week_of,
+)
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -334,3 +345,39 @@ def test_the_readmes_first_query_prints_a_readable_table_of_the_sandboxes_number
         assert (int(row["sent"]), int(row["completed"])) == expected[row["workspace_name"], week]
         assert row["workspace_name"] in table.stdout  # whole, not cut to fit
     assert max(len(line) for line in table.stdout.splitlines()) <= 80, table.stdout
+
+
+# ---------------------------------------------------------------------- fresh after a drain
+# Last in the module: it changes the sandbox and the warehouse the tests above read.
+
+
+def test_a_refresh_brings_the_marts_up_to_date_with_raw(traps: Traps) -> None:
+    store = traps.running.stores[1]
+    with client_for(traps.running, traps.running.api_keys[1]) as api:
+        document = api.get("/documents", params={"limit": 1}).json()["data"][0]["id"]
+        recipient = {"name": "Ada", "email": "ada.fresh@example.com", "company": "Acme"}
+        answer = api.post("/shipments", json={"document_id": document, "recipients": [recipient]})
+    shipment_id = answer.json()["data"]["id"]
+    with traps.place.configured() as warehouse:
+        loaded = load_incremental(
+            warehouse, workspace_name=NAMES[1], settings=fast(traps.running, store.main_key.secret)
+        )
+        assert loaded.exit_code == 0, loaded.stopped
+        key = f"{store.workspace.id}:{shipment_id}"
+        query = (
+            "select shipment_status, count_recipients from marts.fct_shipments "
+            "where shipment_key = ?"
+        )
+        assert traps.place.query(query, key) == []  # raw has it, the marts not yet
+        refreshed = refresh_marts(warehouse)
+    assert refreshed is not None
+    assert refreshed.success, refreshed.summary
+    shipment = store.shipments.by_id[shipment_id]
+    assert traps.place.query(query, key) == [(shipment.status, len(shipment.recipients))]
+    ((sent,),) = traps.place.query(
+        "select sum(count_shipments_sent) from marts.fct_signing_funnel where workspace_id = ?",
+        store.workspace.id,
+    )
+    assert sent == sum(
+        any(r.sent_at is not None for r in s.recipients) for s in store.shipments.by_id.values()
+    )
