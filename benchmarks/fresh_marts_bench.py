@@ -152,7 +152,7 @@ def report(analyst: Analyst, log: str, args: Any) -> None:
         f"not counted within {args.settle:g} s after the last change: "
         f"{len(analyst.sent) - len(analyst.seen)}"
     )
-    print(spread("marts refresh after a drain (dbt run of the marts)", refreshes))
+    print(spread("marts refresh after a drain (logged by the receiver)", refreshes))
     print(
         f"analyst polls: {analyst.polls:,}, failed: {len(analyst.failures)}"
         + (f" (first: {analyst.failures[0]})" if analyst.failures else "")
