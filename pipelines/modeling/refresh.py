@@ -73,9 +73,10 @@ def _statements(mart: CompiledMart, is_file: bool) -> list[str]:
     ]
 
 
-def refresh_marts(warehouse: Warehouse | Path) -> ModelsResult | None:
-    """Bring the marts up to date with what a webhook drain loaded into raw, within the
-    caller's run of the warehouse when it holds one (so raw and marts are published together).
+def refresh_marts(warehouse: Warehouse | Path, *, brief: str | None = None) -> ModelsResult | None:
+    """Bring the marts up to date with what a webhook drain loaded into raw, as a run of the
+    warehouse of its own (`brief`: a hold a load waits for, which never waits for a load: it
+    raises `AlreadyRunning`), published when it ends.
 
     The marts' SQL as the last build compiled it runs again, in dependency order and in one
     transaction (readers see the old marts or the new, never a mix); the staging views read
@@ -84,14 +85,15 @@ def refresh_marts(warehouse: Warehouse | Path) -> ModelsResult | None:
     None, and nothing run, on a warehouse whose models were never built: there are no marts
     to keep fresh."""
     place = Warehouse.of(warehouse)
-    if not built_before(place):
+    if not built_before(place):  # asked before the hold, whose end would publish
         return None
-    marts = compiled_marts(place.dbt_dir / "target")
-    if marts is None:
-        return build_models(place, select=FRESH_MARTS_SELECTION, command="run")
-    started = time.monotonic()
-    with place.publishing(), place.sql_client() as client, client.begin_transaction():
-        for mart in marts:
-            for statement in _statements(mart, place.is_file):
-                client.execute_sql(statement)
-    return ModelsResult(True, models_passed=len(marts), seconds=time.monotonic() - started)
+    with place.publishing(brief=brief):
+        marts = compiled_marts(place.dbt_dir / "target")
+        if marts is None:
+            return build_models(place, select=FRESH_MARTS_SELECTION, command="run")
+        started = time.monotonic()
+        with place.sql_client() as client, client.begin_transaction():
+            for mart in marts:
+                for statement in _statements(mart, place.is_file):
+                    client.execute_sql(statement)
+        return ModelsResult(True, models_passed=len(marts), seconds=time.monotonic() - started)

@@ -21,17 +21,17 @@ A drain holds the warehouse as a load does (`Warehouse.writer`), as a brief hold
 load that finds it waits for it to end, and a drain that finds a load running says it is busy
 and is tried again later. Between drains nothing holds the DuckDB file, so analysts' reads work.
 
-With `marts`, the receiver's drains also bring the marts up to date with what they loaded
-(`refresh_marts`: `dbt run` of the marts) in the same run of the warehouse, so raw and marts
-are published together once; a failed refresh is a warning (the rows are loaded, the next
-build catches up), never a failed drain.
+With `marts`, the receiver's drains are followed by a refresh of the marts (`refresh_marts`),
+under a brief hold of its own: each drain publishes raw first (a delivery marked done is in the
+published raw), the marts follow seconds later. A failed or busy refresh is a warning (the rows
+are loaded, the next build catches up), never a failed drain.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pipelines.configuration import WorkspaceEntry
@@ -120,29 +120,13 @@ def drain(
     chosen = [entry for entry in entries if entry.name in waiting]
     if not chosen:
         return []
-    with _one_run(warehouse) as held:
-        results = [
-            drain_workspace(warehouse, entry, inbox, control=controls(), batch=batch, pacing=pacing)
-            for entry in chosen
-        ]
-        if marts and held and any(r.deliveries for r in results):
-            _refresh_marts(warehouse, results)
+    results = [
+        drain_workspace(warehouse, entry, inbox, control=controls(), batch=batch, pacing=pacing)
+        for entry in chosen
+    ]
+    if marts and any(r.deliveries for r in results):
+        _refresh_marts(warehouse, results)
     return results
-
-
-@contextlib.contextmanager
-def _one_run(warehouse: Warehouse) -> Iterator[bool]:
-    """The warehouse held as one run for every drain and the refresh after them (True), or
-    nothing (False) when it cannot be (a load holds it): then each drain meets that on its own
-    and says so in its result."""
-    with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(warehouse.publishing(brief=HOLD))
-        except EXPECTED_FAILURES:
-            entered = False
-        else:
-            entered = True
-        yield entered
 
 
 def _refresh_marts(warehouse: Warehouse, results: list[DrainResult]) -> None:
@@ -152,7 +136,7 @@ def _refresh_marts(warehouse: Warehouse, results: list[DrainResult]) -> None:
     loaded = [r for r in results if r.deliveries]
     started = time.monotonic()
     try:
-        refreshed = refresh_marts(warehouse)
+        refreshed = refresh_marts(warehouse, brief=HOLD)
     except EXPECTED_FAILURES as error:  # raw is loaded all the same, and published
         problem: str | None = failure_reason(error)
     else:
