@@ -169,6 +169,7 @@ EXPORTED: dict[str, list[str]] = {
         "build_models",
         "build_models_or_fail",
         "models_command",
+        "refresh_marts",
     ],
     "pipelines.metrics": [
         "MANIFEST",

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from dbt.artifacts.resources.types import NodeType
 from dbt.artifacts.schemas.results import NodeStatus
@@ -23,6 +24,8 @@ from pipelines.shipped import shipped
 from pipelines.warehouse import DbtTarget, Warehouse
 
 PROJECT_DIR = shipped("models")
+# What a build runs: `build` (models, snapshots, tests) or `run` (models alone).
+DbtCommand = Literal["build", "run"]
 WARNED_NAMED = 5  # warned tests named in the summary line (all of them in the build's record)
 # A build after a load checks the data (dbt's data tests), not the models' SQL: dbt's unit tests
 # give the same answer on every warehouse, cost a tenth of a build, and run where the SQL
@@ -79,6 +82,7 @@ def build_models(
     select: str | None = None,
     quiet: bool = True,
     unit_tests: bool = False,
+    command: DbtCommand = "build",
 ) -> ModelsResult:
     """Run `dbt build` (models, then their tests) of `models/` on the warehouse: a DuckDB file,
     or the database of dlt's `postgres` destination (its dbt target is chosen by the warehouse,
@@ -96,6 +100,9 @@ def build_models(
         quiet: print nothing (dbt's console log off; the result says what failed and where
             the full log is); False prints dbt's usual progress.
         unit_tests: also run dbt's unit tests of the models' SQL (counted as tests).
+        command: `build` (models, snapshots and their tests) or `run` (the selected models
+            alone, no test: a refresh after a webhook drain without compiled SQL at hand,
+            `refresh_marts`).
 
     Returns:
         Success (no model or test error; warnings allowed), counts per node outcome, the
@@ -113,7 +120,7 @@ def build_models(
     try:
         with place.for_dbt() as target:
             place.check_for_models()
-            result = _build(place, target, select, quiet, unit_tests)
+            result = _build(place, target, select, quiet, command, unit_tests=unit_tests)
             place.release_dbt()
             record_build(place, _as_build(started, result))  # published with what it built
     except ModelsError as error:  # nothing was built: on record all the same
@@ -141,13 +148,19 @@ def _as_build(started: datetime, result: ModelsResult) -> ModelBuild:
 
 
 def _build(
-    warehouse: Warehouse, target: DbtTarget, select: str | None, quiet: bool, unit_tests: bool
+    warehouse: Warehouse,
+    target: DbtTarget,
+    select: str | None,
+    quiet: bool,
+    command: DbtCommand,
+    *,
+    unit_tests: bool,
 ) -> ModelsResult:
-    """`dbt build` in this process, with the target's environment already set."""
+    """`dbt build` (or `dbt run`) in this process, with the target's environment already set."""
     work_dir = warehouse.dbt_dir
     log_dir = work_dir / "logs"
     args = [
-        "build",
+        command,
         "--project-dir",
         str(PROJECT_DIR),
         "--profiles-dir",
@@ -164,12 +177,12 @@ def _build(
         args += ["--log-level", "none", "--log-level-file", "debug"]
     if select:
         args += ["--select", select]
-    if not unit_tests:
+    if command == "build" and not unit_tests:
         args += WITHOUT_UNIT_TESTS
     if target.name:
         args += ["--target", target.name]
     started = time.monotonic()
-    with _neutral_argv():
+    with _neutral_argv(command):
         outcome = dbtRunner().invoke(args)
     seconds = time.monotonic() - started
     log_file = log_dir / "dbt.log"
@@ -182,12 +195,12 @@ def _build(
 
 
 @contextlib.contextmanager
-def _neutral_argv() -> Iterator[None]:
+def _neutral_argv(command: DbtCommand) -> Iterator[None]:
     """dbt writes `sys.argv` into `run_results.json` and its log as the command that started
     it (`invocation_command`), also when run in this process: it sees `dbt build` instead of
     our command line, whose values (`forget --email`, a path, a query) must reach no file."""
     ours = sys.argv
-    sys.argv = ["dbt", "build"]
+    sys.argv = ["dbt", command]
     try:
         yield
     finally:

@@ -92,6 +92,16 @@ def record_build(warehouse: Warehouse, build: ModelBuild) -> None:
         warehouse.journal(BUILDS_JOURNAL, build.to_row())
 
 
+def built_before(warehouse: Warehouse) -> bool:
+    """Whether a model build ever succeeded on the warehouse (its marts exist)."""
+    if not warehouse.loaded_before():
+        return False
+    with contextlib.suppress(Exception), warehouse.sql_client() as client:
+        table = client.make_qualified_table_name(BUILDS_TABLE)
+        return bool(client.execute_sql(f"select 1 from {table} where success limit 1"))
+    return False
+
+
 def last_build(
     client: SqlClient, columns: dict[str, set[str]], journaled: list[ModelBuild]
 ) -> ModelBuild | None:

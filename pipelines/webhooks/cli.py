@@ -164,6 +164,13 @@ def serve_command(
     no_loads: Annotated[
         bool, typer.Option("--no-loads", help="Only keep deliveries; `load` drains them.")
     ] = False,
+    no_marts: Annotated[
+        bool,
+        typer.Option(
+            "--no-marts",
+            help="Drains load raw only; the marts wait for the next `load` or `models`.",
+        ),
+    ] = False,
     tolerance: Annotated[
         float, typer.Option(min=1, help="Seconds a delivery's timestamp may be off this clock.")
     ] = DEFAULT_TOLERANCE_SECONDS,
@@ -203,6 +210,7 @@ def serve_command(
             settings,
             load_after=None if no_loads else load_after,
             load_within=load_within,
+            marts=not no_marts,
         )
     except SigningEtlError as error:
         raise fail(str(error)) from None
@@ -212,6 +220,7 @@ def serve_command(
     else:
         loads = f"a drain loads them {load_after:g} s after the last one arrived (at most "
         loads += f"{load_within:g} s after the first)"
+        loads += "" if no_marts else ", then refreshes the marts"
     output.info(f"Deliveries are kept in {receiver.inbox.path}; {loads}. Ctrl-C stops.")
     stopped_by = receiver.run()
     if stopped_by is not None:

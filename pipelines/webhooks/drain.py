@@ -20,11 +20,17 @@ wait.
 A drain holds the warehouse as a load does (`Warehouse.writer`), as a brief hold: a scheduled
 load that finds it waits for it to end, and a drain that finds a load running says it is busy
 and is tried again later. Between drains nothing holds the DuckDB file, so analysts' reads work.
+
+With `marts`, the receiver's drains are followed by a refresh of the marts (`refresh_marts`),
+under a brief hold of its own: each drain publishes raw first (a delivery marked done is in the
+published raw), the marts follow seconds later. A failed or busy refresh is a warning (the rows
+are loaded, the next build catches up), never a failed drain.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -65,6 +71,7 @@ class DrainResult:
     records: int = 0  # shipments and contacts read
     requests: int = 0
     reason: str | None = None
+    marts_seconds: float | None = None  # the marts were refreshed after it, in these seconds
     warnings: list[str] = field(default_factory=list)  # said by the receiver's log
 
     def line(self) -> str:
@@ -79,7 +86,12 @@ class DrainResult:
             )
         )
         said = f": {self.reason}" if self.reason else ""
-        return f"workspace {self.workspace}: drain {self.outcome}{said} ({what})"
+        marts = (
+            f"; marts refreshed in {self.marts_seconds:.1f} s"
+            if self.marts_seconds is not None
+            else ""
+        )
+        return f"workspace {self.workspace}: drain {self.outcome}{said} ({what}){marts}"
 
 
 def _counted(count: int, name: str) -> str:
@@ -99,14 +111,43 @@ def drain(
     controls: Callable[[], RunControl] = RunControl,
     batch: int = BATCH,
     pacing: Pacing | None = None,
+    marts: bool = False,
 ) -> list[DrainResult]:
-    """Drain each configured workspace that has deliveries waiting, one after another."""
+    """Drain each configured workspace that has deliveries waiting, one after another; with
+    `marts`, then refresh the marts when a drain loaded anything, all in one run of the
+    warehouse (published once)."""
     waiting = inbox.waiting_workspaces()
-    return [
+    chosen = [entry for entry in entries if entry.name in waiting]
+    if not chosen:
+        return []
+    results = [
         drain_workspace(warehouse, entry, inbox, control=controls(), batch=batch, pacing=pacing)
-        for entry in entries
-        if entry.name in waiting
+        for entry in chosen
     ]
+    if marts and any(r.deliveries for r in results):
+        _refresh_marts(warehouse, results)
+    return results
+
+
+def _refresh_marts(warehouse: Warehouse, results: list[DrainResult]) -> None:
+    """The marts rebuilt from raw as the drains left it; said on the drains that loaded."""
+    from pipelines.modeling import refresh_marts  # dbt: only for receivers that refresh
+
+    loaded = [r for r in results if r.deliveries]
+    started = time.monotonic()
+    try:
+        refreshed = refresh_marts(warehouse, brief=HOLD)
+    except EXPECTED_FAILURES as error:  # raw is loaded all the same, and published
+        problem: str | None = failure_reason(error)
+    else:
+        if refreshed is None:
+            return  # never modelled: no marts to refresh
+        problem = None if refreshed.success else refreshed.summary
+    for result in loaded:
+        if problem is None:
+            result.marts_seconds = time.monotonic() - started
+        else:
+            result.warnings.append(f"the marts were not refreshed: {problem}")
 
 
 def drain_workspace(

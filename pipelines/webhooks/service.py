@@ -5,6 +5,7 @@ drains the inbox into the warehouse."""
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Sequence
 
 from pipelines.configuration import WorkspaceEntry
@@ -27,7 +28,8 @@ from sources.signing import Pacing, RunControl
 
 class WebhookReceiver:
     """What `webhooks serve` runs for one warehouse: its inbox and secrets, the app on its
-    socket, and (with `load_after`) the trigger that drains the inbox into the warehouse."""
+    socket, and (with `load_after`) the trigger that drains the inbox into the warehouse and
+    (with `marts`) refreshes the marts after each drain that loaded something."""
 
     def __init__(
         self,
@@ -38,16 +40,25 @@ class WebhookReceiver:
         load_after: float | None = None,
         load_within: float = 30.0,
         pacing: Pacing | None = None,
+        marts: bool = True,
     ) -> None:
         self.entries = list(entries)
         self.settings = settings
         self.inbox = Inbox.open(warehouse.webhooks_dir)
         self.secrets = SecretsView(SecretsFile(warehouse.webhooks_dir))
         self.trigger: DrainTrigger | None = None
+        self.marts = marts and load_after is not None
         if load_after is not None:
 
             def drain_now(controls: Callable[[], RunControl]) -> list[DrainResult]:
-                return drain(warehouse, self.entries, self.inbox, controls=controls, pacing=pacing)
+                return drain(
+                    warehouse,
+                    self.entries,
+                    self.inbox,
+                    controls=controls,
+                    pacing=pacing,
+                    marts=marts,
+                )
 
             self.trigger = DrainTrigger(drain_now, load_after, load_within, _say)
         app = receiver_app(
@@ -101,12 +112,19 @@ class WebhookReceiver:
         self.inbox.close()
 
     def _start_trigger(self) -> None:
+        if self.marts:
+            # dbt takes seconds to import: not at the first drain's expense, nor the URLs'.
+            threading.Thread(target=_import_dbt, name="import-dbt", daemon=True).start()
         if self.trigger is not None:
             self.trigger.start(waiting=bool(self.inbox.waiting_workspaces()))
 
     def _accepted(self) -> None:
         if self.trigger is not None:
             self.trigger.notify()
+
+
+def _import_dbt() -> None:
+    import pipelines.modeling.refresh  # noqa: F401 (imported for its side effect: loaded)
 
 
 def _say(result: DrainResult) -> None:

@@ -188,12 +188,14 @@ def test_every_mart_names_the_workspace_of_each_row(loaded: Loaded) -> None:
             "select table_name from information_schema.tables where table_schema = 'marts'"
         )
     ]
-    assert len(marts) == 16
+    assert len(marts) == 18
     want = {(s.workspace.id, s.workspace.name) for s in loaded.running.stores}
     assert len({name for _, name in want}) == 2
     for mart in marts:
         got = set(loaded.rows(f"select distinct workspace_id, workspace_name from marts.{mart}"))
-        assert got == want, mart
+        # The deletions marts hold a workspace only once the service deleted something there.
+        may_lack = mart in ("fct_deleted_records", "fct_deletions_by_day")
+        assert got == want or (may_lack and got <= want), mart
 
 
 def test_each_workspace_says_as_of_when_its_data_is_and_when_it_was_loaded(

@@ -226,7 +226,7 @@ def marts(warehouse: Path) -> Numbers:
                 row[0]: (row[1], row[2])
                 for row in rows("""
                     select document_id, count_shipments_sent, count_shipments_completed
-                    from marts.dim_documents""")
+                    from marts.dim_documents where not is_deleted""")
             },
             "per_contact": {
                 row[0]: (row[1], row[2])

@@ -99,4 +99,4 @@ final as (
 
 )
 
-{{ select_with_workspace_name('final') }}
+{{ select_with_workspace_name('final', keys=['contact_id']) }}

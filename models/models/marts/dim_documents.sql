@@ -1,12 +1,13 @@
--- One row per workspace and document (template) the service has not deleted: its properties, its fields, and how its
--- shipments did. Ids are unique only within a workspace: every join carries `workspace_id`.
+-- One row per workspace and document (template) loaded: its properties, its fields, and how its
+-- shipments did. A document the service deleted stays, flagged (`is_deleted`, `deleted_at`):
+-- its live shipments still name it, and a join from them must not lose them. Ids are unique
+-- only within a workspace: every join carries `workspace_id` (or use `document_key`).
 
 with
 
 documents as (
 
     select * from {{ ref('stg_signing__documents') }}
-    where not is_deleted
 
 ),
 
@@ -108,7 +109,11 @@ final as (
         documents.created_at,
         documents.updated_at,
         shipments_rolled_up.first_sent_at,
-        shipments_rolled_up.last_sent_at
+        shipments_rolled_up.last_sent_at,
+
+        -- deleted by the service (when the pipeline noticed): kept so that joins keep rows
+        documents.is_deleted,
+        documents.deleted_at
 
     from documents
     left join fields_rolled_up
@@ -123,4 +128,4 @@ final as (
 
 )
 
-{{ select_with_workspace_name('final') }}
+{{ select_with_workspace_name('final', keys=['document_id']) }}

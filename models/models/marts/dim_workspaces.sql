@@ -3,6 +3,8 @@
 -- newest change loaded (a document or contact updated, an audit event), the same "as of" that
 -- `signing-etl status` shows; `loaded_at` is when the workspace's last successful load ended
 -- (its run record), on the loading machine's clock. Reports stamp their numbers with both.
+-- `configured_name` is the name this warehouse's configuration gives the workspace (what
+-- `--workspace` takes, `default` for a single key), beside the service's `workspace_name`.
 
 with
 
@@ -27,6 +29,25 @@ last_loads as (
             or (outcome = 'stopped' and {{ adapter.quote('rows') }} <> '{}')
         )
     group by 1
+
+),
+
+configured_names as (
+
+    -- The name its newest run was configured under (a renamed entry keeps its workspace).
+    select workspace_id, configured_name
+    from (
+        select
+            workspace_id,
+            workspace_name as configured_name,
+            row_number() over (
+                partition by workspace_id order by started_at desc, run_id desc
+            ) as newest
+        from {{ source('signing', '_signing_runs') }}
+        where workspace_id is not null
+            and workspace_name is not null
+    ) as runs
+    where newest = 1
 
 ),
 
@@ -107,7 +128,10 @@ final as (
         newest_changes.data_as_of,
         last_loads.loaded_at,
         shipments_rolled_up.first_sent_at,
-        shipments_rolled_up.last_sent_at
+        shipments_rolled_up.last_sent_at,
+
+        -- the configuration's name for it
+        configured_names.configured_name
 
     from workspaces
     left join last_loads
@@ -118,6 +142,8 @@ final as (
         on workspaces.workspace_id = shipments_rolled_up.workspace_id
     left join waits
         on workspaces.workspace_id = waits.workspace_id
+    left join configured_names
+        on workspaces.workspace_id = configured_names.workspace_id
 
 )
 

@@ -67,6 +67,7 @@ milestones as (
         recipients.workspace_id,
         contacts_by_email.contact_id,
         shipments.document_id,
+        shipments.document_name,
         shipments.signature_level,
         shipments.sign_mode,
         shipments.shipment_status,
@@ -208,10 +209,15 @@ final as (
         {{ hours_between('sent_at', 'signed_at') }} as hours_to_sign,
         {{ hours_between('first_opened_at', 'signed_at') }} as hours_from_open_to_sign,
         {{ hours_between('previous_sent_at', 'previous_signed_at') }}
-            as hours_waiting_for_previous_signer
+            as hours_waiting_for_previous_signer,
+
+        -- names
+        document_name
 
     from flow
 
 )
 
-{{ select_with_workspace_name('final') }}
+{{ select_with_workspace_name(
+    'final', keys=['recipient_id', 'shipment_id', 'contact_id', 'document_id']
+) }}

@@ -215,7 +215,11 @@ final as (
         -- durations
         {{ hours_between('sent_at', 'first_opened_at') }} as hours_to_first_open,
         {{ hours_between('sent_at', 'first_signed_at') }} as hours_to_first_signature,
-        {{ hours_between('sent_at', 'completed_at') }} as hours_to_completion
+        {{ hours_between('sent_at', 'completed_at') }} as hours_to_completion,
+
+        -- keys across workspaces
+        {{ workspace_key('shipment_id') }} as shipment_key,
+        {{ workspace_key('document_id') }} as document_key
 
     from stages
 

@@ -172,4 +172,4 @@ final as (
 
 )
 
-{{ select_with_workspace_name('final') }}
+{{ select_with_workspace_name('final', keys=['document_id']) }}

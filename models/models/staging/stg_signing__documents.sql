@@ -13,6 +13,7 @@
     ['created_at', type_timestamp_tz()],
     ['updated_at', type_timestamp_tz()],
     ['_deleted_at', type_timestamp_tz()],
+    ['_dlt_load_id', text],
 ] -%}
 
 with
@@ -20,6 +21,12 @@ with
 source as (
 
     {{ signing_completed_rows('documents', columns) }}
+
+),
+
+loads as (
+
+    {{ signing_loads() }}
 
 ),
 
@@ -44,9 +51,12 @@ renamed as (
         -- timestamps
         created_at,
         updated_at,
-        _deleted_at as deleted_at
+        _deleted_at as deleted_at,
+        loads.loaded_at
 
     from source
+    left join loads
+        on source._dlt_load_id = loads.load_id
 
 )
 

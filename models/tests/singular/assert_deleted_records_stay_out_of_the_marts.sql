@@ -1,19 +1,13 @@
 -- A record the service deleted (raw `_deleted_at`, staging `is_deleted`) is in no mart: no
--- deleted shipment among the facts, its status intervals or its waits, no deleted document or
--- contact among the dimensions, and no recipient matched to a deleted contact.
+-- deleted shipment among the facts, its status intervals or its waits, no deleted contact
+-- among the dimensions, and no recipient matched to a deleted contact. Deleted documents are
+-- the exception: dim_documents keeps them, flagged, since live shipments still name them.
 
 with
 
 deleted_shipments as (
 
     select workspace_id, shipment_id from {{ ref('stg_signing__shipments') }}
-    where is_deleted
-
-),
-
-deleted_documents as (
-
-    select workspace_id, document_id from {{ ref('stg_signing__documents') }}
     where is_deleted
 
 ),
@@ -51,14 +45,6 @@ final as (
     inner join deleted_shipments
         on shipment_rows.workspace_id = deleted_shipments.workspace_id
         and shipment_rows.shipment_id = deleted_shipments.shipment_id
-
-    union all
-
-    select documents.workspace_id, documents.document_id as record_id, 'dim_documents' as mart
-    from {{ ref('dim_documents') }} as documents
-    inner join deleted_documents
-        on documents.workspace_id = deleted_documents.workspace_id
-        and documents.document_id = deleted_documents.document_id
 
     union all
 

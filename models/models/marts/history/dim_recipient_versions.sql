@@ -74,4 +74,4 @@ final as (
 
 )
 
-{{ select_with_workspace_name('final') }}
+{{ select_with_workspace_name('final', keys=['recipient_id', 'shipment_id']) }}

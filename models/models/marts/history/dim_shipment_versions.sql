@@ -66,4 +66,4 @@ final as (
 
 )
 
-{{ select_with_workspace_name('final') }}
+{{ select_with_workspace_name('final', keys=['shipment_id', 'document_id']) }}

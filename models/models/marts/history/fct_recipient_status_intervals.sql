@@ -112,6 +112,21 @@ final as (
 
     from intervals
 
+),
+
+-- the recipient's and the document's names beside each interval, so a report needs no join
+named as (
+
+    select
+        final.*,
+        recipients.recipient_name,
+        recipients.document_name
+
+    from final
+    inner join recipients
+        on final.workspace_id = recipients.workspace_id
+        and final.recipient_id = recipients.recipient_id
+
 )
 
-{{ select_with_workspace_name('final') }}
+{{ select_with_workspace_name('named', keys=['recipient_id', 'shipment_id']) }}

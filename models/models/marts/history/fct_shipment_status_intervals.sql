@@ -111,6 +111,20 @@ final as (
 
     from intervals
 
+),
+
+-- the document's name beside each interval, so a report needs no join for it
+named as (
+
+    select
+        final.*,
+        shipments.document_name
+
+    from final
+    inner join shipments
+        on final.workspace_id = shipments.workspace_id
+        and final.shipment_id = shipments.shipment_id
+
 )
 
-{{ select_with_workspace_name('final') }}
+{{ select_with_workspace_name('named', keys=['shipment_id']) }}

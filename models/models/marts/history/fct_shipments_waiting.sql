@@ -70,7 +70,11 @@ final as (
         case
             when workspaces.data_as_of >= waits.waiting_since
                 then {{ hours_between('waits.waiting_since', 'workspaces.data_as_of') }}
-        end as hours_waiting
+        end as hours_waiting,
+
+        -- keys across workspaces
+        {{ workspace_key('waits.shipment_id', 'waits.workspace_id') }} as shipment_key,
+        {{ workspace_key('waits.recipient_id', 'waits.workspace_id') }} as recipient_key
 
     from waits
     inner join shipments

@@ -86,7 +86,11 @@ final as (
         waiting_until,
 
         -- durations
-        {{ hours_between('waiting_since', 'waiting_until') }} as hours_waited
+        {{ hours_between('waiting_since', 'waiting_until') }} as hours_waited,
+
+        -- keys across workspaces
+        {{ workspace_key('recipient_id') }} as recipient_key,
+        {{ workspace_key('shipment_id') }} as shipment_key
 
     from waits
 
