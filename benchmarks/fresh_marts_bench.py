@@ -6,10 +6,11 @@ receiver (a process of its own, with the serve defaults unless told: drain 10 s 
 delivery, at most 30 s after the first) is subscribed to every event. Then `--changes`
 shipments are sent through the API, one every `--every` seconds (each a `shipment.sent`
 delivery). Meanwhile an analyst polls the published warehouse every `--poll` seconds,
-read-only, for the shipments sent so far in `marts.fct_shipments`. A change's latency is from
-the API's answer to the first poll that counts it; a poll that fails is counted (there must be
-none). It prints the latencies' median, p95 and max, the refreshes the receiver logged, and the
-failed polls.
+read-only, for the shipments sent so far in `marts.fct_shipments`, and asks the `sent` metric
+(the semantic layer's SQL, as `signing-etl metrics` runs it) for its total. A change's latency
+is from the API's answer to the first poll that counts it (the metric: the first poll whose total
+counts the k-th change); a poll that fails is counted (there must be none). It prints the
+latencies' median, p95 and max, the refreshes the receiver logged, and the failed polls.
 
     uv run python -m benchmarks.fresh_marts_bench                  # 60 changes, one every 2 s
     uv run python -m benchmarks.fresh_marts_bench --changes 100 --every 1 --shipments 5000
@@ -35,7 +36,9 @@ from benchmarks.load_bench import START_MS
 from benchmarks.webhooks_bench import free_port, spread
 from pipelines.configuration import WorkspaceEntry
 from pipelines.environment import environment_set, source_environment
+from pipelines.errors import SigningEtlError
 from pipelines.load.run import load_incremental
+from pipelines.metrics.semantic import MetricsRequest, SemanticLayer
 from pipelines.modeling.build import build_models
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.secrets_file import SecretsFile
@@ -72,8 +75,12 @@ class Analyst:
         self.seen: dict[str, float] = {}  # shipment id -> first poll that counted it
         self.polls = 0
         self.failures: list[str] = []
+        self.metric_sql: str | None = None  # the `sent` metric's total, compiled once
+        self.metric_before: int | None = None  # its total before the first change
+        self.metric_counted: list[float] = []  # when the total first counted k + 1 changes
 
     def poll(self) -> None:
+        self.poll_metric()
         waiting = [i for i in self.sent if i not in self.seen]
         self.polls += 1
         if not waiting:
@@ -92,8 +99,32 @@ class Analyst:
         for (shipment_id,) in rows:
             self.seen.setdefault(shipment_id, now)
 
+    def poll_metric(self) -> None:
+        """The `sent` metric's total, as an analyst's `signing-etl metrics --metrics sent`."""
+        place = Warehouse.at(self.warehouse)
+        try:
+            if self.metric_sql is None:
+                self.metric_sql = SemanticLayer.of(place).sql(MetricsRequest(("sent",)))
+            _, rows = place.read_only_query(self.metric_sql, 1, in_utc=True)
+        except SigningEtlError as error:
+            self.failures.append(f"metrics: {error}")
+            return
+        total = int(rows[0][0] or 0) if rows else 0
+        if self.metric_before is None:
+            self.metric_before = total
+            return
+        now = time.time()
+        counted = min(total - self.metric_before, len(self.sent))
+        while len(self.metric_counted) < counted:
+            self.metric_counted.append(now)
+
     def latencies(self) -> list[float]:
         return [self.seen[i] - at for i, at in self.sent.items() if i in self.seen]
+
+    def metric_latencies(self) -> list[float]:
+        """The k-th change's latency to the metric: changes counted in the order sent."""
+        sent = sorted(self.sent.values())
+        return [counted - sent[k] for k, counted in enumerate(self.metric_counted)]
 
 
 def send_changes(running: RunningSandbox, analyst: Analyst, args: Any) -> None:
@@ -148,6 +179,7 @@ def report(analyst: Analyst, log: str, args: Any) -> None:
         "shipments in the sandbox"
     )
     print(spread("change to marts (fct_shipments counts it)", analyst.latencies()))
+    print(spread("change to the `sent` metric (its total counts it)", analyst.metric_latencies()))
     print(
         f"not counted within {args.settle:g} s after the last change: "
         f"{len(analyst.sent) - len(analyst.seen)}"
@@ -189,6 +221,7 @@ def main() -> None:
         )
         receiver = start_receiver(folder, warehouse, port, {**os.environ, **env_values}, args)
         analyst = Analyst(warehouse)
+        analyst.poll_metric()  # the metric's total before any change
         try:
             send_changes(running, analyst, args)
             settle(analyst, args.settle, args.poll)
