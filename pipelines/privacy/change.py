@@ -25,6 +25,7 @@ from pipelines.warehouse import (
     columns_by_table,
     insert_rows,
     loaded_workspaces,
+    staging_datasets,
     tables_in,
 )
 from sources.signing import PrivacyPolicy, RunStats
@@ -92,14 +93,16 @@ class PrivacyPlan:
 
 def drop_derived_copies(client: Any) -> None:
     """Delete the copies of raw rows made under an earlier policy or before an erasure: the
-    rows dlt's merges leave in its staging dataset (`raw_staging`), and the marts (the models
-    build them again)."""
+    rows dlt's merges leave in its staging datasets (`raw_staging`, and each workspace's of a
+    shared database), and the marts (the models build them again)."""
     for mart in sorted(tables_in(client, "marts")):
         client.execute_sql(f"drop table if exists marts.{_quoted(client, mart)}")
-    with client.with_staging_dataset():
-        for table in sorted(tables_in(client, client.dataset_name)):
+    for schema in staging_datasets(client, client.dataset_name):
+        for table in sorted(tables_in(client, schema)):
             if not table.startswith("_dlt"):  # dlt's own record of the staging schema stays
-                client.execute_sql(f"delete from {client.make_qualified_table_name(table)}")
+                client.execute_sql(
+                    f"delete from {_quoted(client, schema)}.{_quoted(client, table)}"
+                )
 
 
 def plan_privacy(

@@ -173,7 +173,7 @@ def make_pipeline(
     pipeline = dlt.pipeline(
         pipeline_name=pipeline_name_for(workspace_id),
         pipelines_dir=str(pipelines_dir or place.pipelines_dir),
-        destination=place.dlt_destination(),
+        destination=place.dlt_destination(workspace_id),
         dataset_name=DATASET,
     )
     # dlt's own handlers would abort normalize and load on a signal; `stop_on_signals` lets
