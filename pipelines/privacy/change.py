@@ -27,6 +27,7 @@ from pipelines.warehouse import (
     loaded_workspaces,
     staging_datasets,
     tables_in,
+    transaction,
 )
 from sources.signing import PrivacyPolicy, RunStats
 from sources.signing.columns import TABLES
@@ -71,24 +72,30 @@ class PrivacyPlan:
         """Rewrite the columns (with the snapshots' copies of them) and record the policy, in
         one transaction; the marts built under the old policy are dropped (the models rebuild
         them). Returns the raw rows changed per column."""
-        changed: dict[str, int] = {}
         if not self.records and not self.rewrites:
-            return changed
-        with client.begin_transaction():
-            existing = columns_by_table(client)
-            for rewrite in self.rewrites:
-                table, _, column = rewrite.column.partition(".")
-                if column in existing.get(table, set()):
-                    changed[rewrite.column] = _rewrite(client, rewrite, self.policy)
-            for rewrite in [*self.rewrites, *self.history]:
-                self.versions_changed += rewrite_versions(
-                    client, rewrite.column, rewrite.action, rewrite.workspaces, self.policy
-                )
-            for record in self.records:
-                write_policy(client, record)
-            if self.rewrites or self.history:
-                drop_derived_copies(client)
+            return {}
+        changed = transaction(client, "the privacy policy's rewrite", lambda: self._rewrite(client))
         return {column: rows for column, rows in changed.items() if rows}
+
+    def _rewrite(self, client: Any) -> dict[str, int]:
+        """The rewrites and records themselves, inside `apply`'s transaction (run again from
+        here when a conflict ended it)."""
+        changed: dict[str, int] = {}
+        self.versions_changed = 0
+        existing = columns_by_table(client)
+        for rewrite in self.rewrites:
+            table, _, column = rewrite.column.partition(".")
+            if column in existing.get(table, set()):
+                changed[rewrite.column] = _rewrite(client, rewrite, self.policy)
+        for rewrite in [*self.rewrites, *self.history]:
+            self.versions_changed += rewrite_versions(
+                client, rewrite.column, rewrite.action, rewrite.workspaces, self.policy
+            )
+        for record in self.records:
+            write_policy(client, record)
+        if self.rewrites or self.history:
+            drop_derived_copies(client)
+        return changed
 
 
 def drop_derived_copies(client: Any) -> None:

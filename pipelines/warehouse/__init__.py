@@ -35,6 +35,7 @@ from ._catalog import (
     loaded_workspaces,
     tables_in,
 )
+from ._conflicts import retried, transaction
 from ._ddl import (
     catalog_changes,
     ensure_datasets,
@@ -73,9 +74,11 @@ __all__ = [
     "has_table",
     "insert_rows",
     "loaded_workspaces",
+    "retried",
     "staging_dataset",
     "staging_datasets",
     "tables_in",
+    "transaction",
 ]
 
 

@@ -19,6 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._conflicts import retried
+
 # The advisory lock every creation of a shared schema or table of ours takes (an arbitrary
 # constant of 64 bits: the bytes of "sgnetl01").
 CATALOG_LOCK_KEY = int.from_bytes(b"sgnetl01", "big", signed=True)
@@ -50,9 +52,13 @@ def catalog_changes(client: Any) -> Iterator[None]:
 
 def ensure_schemas(client: Any, schemas: list[str]) -> None:
     """Create the schemas (quoted names of `client`'s database) that do not exist yet."""
-    with catalog_changes(client):
-        for schema in schemas:
-            client.execute_sql(f"create schema if not exists {schema}")
+
+    def create() -> None:
+        with catalog_changes(client):
+            for schema in schemas:
+                client.execute_sql(f"create schema if not exists {schema}")
+
+    retried(f"creating {', '.join(schemas)}", create)
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,10 @@ def ensure_table(client: Any, name: str, columns: Mapping[str, str]) -> OwnTable
     existing = _columns_of(client, name)
     if set(columns) <= existing:
         return OwnTable(table, frozenset(existing))
+    return retried(f"creating {table}", lambda: _create_table(client, name, table, columns))
+
+
+def _create_table(client: Any, name: str, table: str, columns: Mapping[str, str]) -> OwnTable:
     with catalog_changes(client):
         client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
         listed = ", ".join(f"{column} {kind}" for column, kind in columns.items())
