@@ -35,7 +35,7 @@ from ._catalog import (
     loaded_workspaces,
     tables_in,
 )
-from ._conflicts import retried, transaction
+from ._conflicts import transaction
 from ._ddl import (
     catalog_changes,
     ensure_datasets,
@@ -43,6 +43,7 @@ from ._ddl import (
     staging_dataset,
     staging_datasets,
 )
+from ._homes import record_home, recorded_home
 from ._locks import DATASET, LockPlace
 from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
 from ._postgres import POSTGRES, read_only_statement
@@ -74,7 +75,6 @@ __all__ = [
     "has_table",
     "insert_rows",
     "loaded_workspaces",
-    "retried",
     "staging_dataset",
     "staging_datasets",
     "tables_in",
@@ -161,6 +161,25 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
     def webhooks_dir(self) -> Path:
         """The webhook receiver's inbox and secrets: beside the warehouse, never in it."""
         return self.path.parent / f".{self.path.stem}.webhooks"
+
+    def record_webhooks_dir(self) -> None:
+        """On a shared database, record `webhooks_dir` as this host's receiver's folder, for
+        loads run from other folders (`webhooks_dir_of_record`); nothing for a DuckDB file."""
+        if not self.is_file:
+            with self.sql_client() as client:
+                record_home(client, self.webhooks_dir)
+
+    def webhooks_dir_of_record(self) -> Path:
+        """Where a load looks for the receiver's inbox and secrets: beside a DuckDB file; for
+        a shared database, the folder it records for this host, else `webhooks_dir`."""
+        if self.is_file:
+            return self.webhooks_dir
+        try:
+            with self.reader() as client:
+                recorded = recorded_home(client)
+        except Exception:  # no dataset yet, or a database that cannot be read: none recorded
+            recorded = None
+        return recorded or self.webhooks_dir
 
     @property
     def dbt_dir(self) -> Path:

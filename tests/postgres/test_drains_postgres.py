@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -96,3 +97,17 @@ def test_a_drain_finding_a_load_in_the_database_waits_for_the_next_try(
     done = drain_workspace(warehouse, entry(running), inbox, control=RunControl(), pacing=FAST)
     assert done.outcome == "completed", done.reason
     assert inbox.waiting("default", 100) == []
+
+
+def test_the_receivers_folder_is_found_through_the_database_from_any_folder(
+    on_postgres: tuple[RunningSandbox, PostgresDatabase, Warehouse], tmp_path: Path
+) -> None:
+    """A load run from another folder of this host (a worker with an empty one) looks for the
+    webhooks' inbox and secrets where the receiver recorded them in the database."""
+    _, database, warehouse = on_postgres
+    elsewhere = Warehouse.at(tmp_path / "empty" / "signing.duckdb", "postgres")
+    assert elsewhere.webhooks_dir_of_record() == elsewhere.webhooks_dir  # none recorded yet
+    warehouse.record_webhooks_dir()
+    assert elsewhere.webhooks_dir_of_record() == warehouse.webhooks_dir.resolve()
+    (folder,) = _query(database, "select folder from raw._signing_webhook_homes")
+    assert folder == (str(warehouse.webhooks_dir.resolve()),)
