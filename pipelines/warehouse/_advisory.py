@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from pipelines.errors import WarehouseError, first_line
+from pipelines.errors import SigningEtlError, WarehouseError, first_line
 
 from ._lock import BRIEF_HOLD, wait_for
 from ._postgres import connection_url
@@ -98,6 +98,24 @@ def _try(session: psycopg.Connection[Any], key: int) -> bool:
     return bool(found and found[0])
 
 
+def oldest_holder() -> str | None:
+    """The run of ours that has held a lock of this database longest, as `holder_of` says it;
+    None when none does, or the database cannot be asked (`status` reads on without it)."""
+    try:
+        with psycopg.connect(connection_url(), autocommit=True) as session:
+            row = session.execute(
+                "select a.application_name, a.query_start from pg_locks l "
+                "join pg_stat_activity a on a.pid = l.pid "
+                "where l.locktype = 'advisory' and l.granted and l.objsubid = 1 "
+                "and l.database = (select oid from pg_database where datname = current_database()) "
+                "and a.application_name like %s order by a.query_start limit 1",
+                (f"{APPLICATION} %",),
+            ).fetchone()
+    except (psycopg.Error, SigningEtlError):  # no server, or no credentials
+        return None
+    return _described(row) if row else None
+
+
 def holder_of(session: psycopg.Connection[Any], key: int) -> str:
     """Who holds `key` in this database as a lock file would say it (`pid N since T on HOST`,
     a brief hold named); `another session` when none of ours (or it just ended)."""
@@ -111,8 +129,13 @@ def holder_of(session: psycopg.Connection[Any], key: int) -> str:
         "and l.pid <> pg_backend_pid() limit 1",
         (unsigned >> 32, unsigned & 0xFFFF_FFFF),
     ).fetchone()
-    named = _NAME.match(str(row[0] or "")) if row else None
-    if row is None or named is None:
+    return _described(row) if row else "another session"
+
+
+def _described(row: tuple[Any, ...]) -> str:
+    """A holder's (application_name, query_start) as a lock file says it."""
+    named = _NAME.match(str(row[0] or ""))
+    if named is None:
         return "another session"
     since = (
         row[1].astimezone(UTC).isoformat(timespec="seconds") if row[1] is not None else "unknown"

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._advisory import held_in_database, workspace_key
+from ._advisory import held_in_database, oldest_holder, workspace_key
 from ._lock import held_lock, holder
 from ._postgres import POSTGRES
 
@@ -60,9 +60,14 @@ class LockPlace:
             yield
 
     def running(self) -> str | None:
-        """Who holds the warehouse's run lock now (`pid N since T`), never waiting for it; None
-        when no run does (other destinations lock per workspace: not asked)."""
-        return holder(self.path.parent / f".{self.path.name}.lock") if self.is_file else None
+        """Who holds the warehouse's run lock now (`pid N since T on HOST`), never waiting for
+        it; on PostgreSQL, the longest-running holder of a workspace's lock; None when no run
+        does (or it cannot be asked; other destinations' lock files are not)."""
+        if self.is_file:
+            return holder(self.path.parent / f".{self.path.name}.lock")
+        if self.destination == POSTGRES:
+            return oldest_holder()
+        return None
 
     @contextlib.contextmanager
     def holding_every_workspace(self) -> Iterator[None]:

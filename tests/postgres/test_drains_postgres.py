@@ -5,6 +5,7 @@ host's load would) stops at once without asking the service, its deliveries wait
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import replace
@@ -15,6 +16,7 @@ import pytest
 
 from pipelines.environment import environment_set
 from pipelines.load.run import load_incremental
+from pipelines.status.read import read_status
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.drain import drain_workspace
 from pipelines.webhooks.inbox import Inbox
@@ -92,8 +94,12 @@ def test_a_drain_finding_a_load_in_the_database_waits_for_the_next_try(
         inbox.accept(each)
     before = served(running)
     # A load's hold of the workspace, on a session of its own as another host's would be.
+    assert read_status(warehouse).running is None
     with warehouse.workspace_locks([running.store.workspace.id]):
         busy = drain_workspace(warehouse, entry(running), inbox, control=RunControl(), pacing=FAST)
+        shown = read_status(warehouse).running  # what `status` says meanwhile
+    assert shown is not None
+    assert (shown.pid, shown.what) == (os.getpid(), "load")
     assert busy.outcome == "busy", busy.reason
     assert "of the postgres destination (pid " in (busy.reason or "")
     assert served(running) - before == 1  # only /me, which names the workspace to lock
