@@ -54,9 +54,11 @@ class WarehouseMissing(WarehouseError, FileNotFoundError):
 
 class AlreadyRunning(WarehouseError):
     """Another run holds the warehouse's (or the workspace's) lock, and held it for longer
-    than a run waits: a busy resource, stopped on (exit 75) and tried again later."""
+    than a run waits: a busy resource, stopped on (exit 75) and tried again later. A shared
+    database held by another run still takes the record (a DuckDB file's is journaled)."""
 
     exit_code = 75
+    warehouse_usable: ClassVar[bool] = True
 
 
 class LegacyStateError(WarehouseError):

@@ -102,7 +102,10 @@ EXPORTED: dict[str, list[str]] = {
         "has_table",
         "insert_rows",
         "loaded_workspaces",
+        "staging_dataset",
+        "staging_datasets",
         "tables_in",
+        "transaction",
     ],
     "pipelines.console": [
         "PlainTable",

@@ -349,7 +349,9 @@ class _Run:
             return
         code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
         ended = self.result(code, failure_reason(error))
-        if isinstance(error, AlreadyRunning):  # the warehouse was another run's: journaled
+        if isinstance(error, AlreadyRunning) and self.warehouse.is_file:
+            # The file was another run's, so it cannot take the record: journaled. A shared
+            # database takes it, where every worker's `status` reads it.
             journal_run(self.warehouse, ended.record(self.control.run_id))
             return
         through: dlt.Pipeline | Warehouse | None = self.pipeline

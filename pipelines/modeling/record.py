@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows
+from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows, transaction
 
 BUILDS_TABLE = "_signing_model_builds"
 BUILD_COLUMNS = {
@@ -86,7 +86,11 @@ def record_build(warehouse: Warehouse, build: ModelBuild) -> None:
     with contextlib.suppress(Exception), warehouse.sql_client() as client:
         table = ensure_table(client, BUILDS_TABLE, BUILD_COLUMNS)
         row = build.to_row()
-        insert_rows(client, table.name, list(row), [list(row.values())])
+        transaction(
+            client,
+            "recording the model build",
+            lambda: insert_rows(client, table.name, list(row), [list(row.values())]),
+        )
         written = True
     if not written or not build.success:
         warehouse.journal(BUILDS_JOURNAL, build.to_row())

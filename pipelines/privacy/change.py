@@ -25,7 +25,9 @@ from pipelines.warehouse import (
     columns_by_table,
     insert_rows,
     loaded_workspaces,
+    staging_datasets,
     tables_in,
+    transaction,
 )
 from sources.signing import PrivacyPolicy, RunStats
 from sources.signing.columns import TABLES
@@ -70,36 +72,44 @@ class PrivacyPlan:
         """Rewrite the columns (with the snapshots' copies of them) and record the policy, in
         one transaction; the marts built under the old policy are dropped (the models rebuild
         them). Returns the raw rows changed per column."""
-        changed: dict[str, int] = {}
         if not self.records and not self.rewrites:
-            return changed
-        with client.begin_transaction():
-            existing = columns_by_table(client)
-            for rewrite in self.rewrites:
-                table, _, column = rewrite.column.partition(".")
-                if column in existing.get(table, set()):
-                    changed[rewrite.column] = _rewrite(client, rewrite, self.policy)
-            for rewrite in [*self.rewrites, *self.history]:
-                self.versions_changed += rewrite_versions(
-                    client, rewrite.column, rewrite.action, rewrite.workspaces, self.policy
-                )
-            for record in self.records:
-                write_policy(client, record)
-            if self.rewrites or self.history:
-                drop_derived_copies(client)
+            return {}
+        changed = transaction(client, "the privacy policy's rewrite", lambda: self._rewrite(client))
         return {column: rows for column, rows in changed.items() if rows}
+
+    def _rewrite(self, client: Any) -> dict[str, int]:
+        """The rewrites and records themselves, inside `apply`'s transaction (run again from
+        here when a conflict ended it)."""
+        changed: dict[str, int] = {}
+        self.versions_changed = 0
+        existing = columns_by_table(client)
+        for rewrite in self.rewrites:
+            table, _, column = rewrite.column.partition(".")
+            if column in existing.get(table, set()):
+                changed[rewrite.column] = _rewrite(client, rewrite, self.policy)
+        for rewrite in [*self.rewrites, *self.history]:
+            self.versions_changed += rewrite_versions(
+                client, rewrite.column, rewrite.action, rewrite.workspaces, self.policy
+            )
+        for record in self.records:
+            write_policy(client, record)
+        if self.rewrites or self.history:
+            drop_derived_copies(client)
+        return changed
 
 
 def drop_derived_copies(client: Any) -> None:
     """Delete the copies of raw rows made under an earlier policy or before an erasure: the
-    rows dlt's merges leave in its staging dataset (`raw_staging`), and the marts (the models
-    build them again)."""
+    rows dlt's merges leave in its staging datasets (`raw_staging`, and each workspace's of a
+    shared database), and the marts (the models build them again)."""
     for mart in sorted(tables_in(client, "marts")):
         client.execute_sql(f"drop table if exists marts.{_quoted(client, mart)}")
-    with client.with_staging_dataset():
-        for table in sorted(tables_in(client, client.dataset_name)):
+    for schema in staging_datasets(client, client.dataset_name):
+        for table in sorted(tables_in(client, schema)):
             if not table.startswith("_dlt"):  # dlt's own record of the staging schema stays
-                client.execute_sql(f"delete from {client.make_qualified_table_name(table)}")
+                client.execute_sql(
+                    f"delete from {_quoted(client, schema)}.{_quoted(client, table)}"
+                )
 
 
 def plan_privacy(

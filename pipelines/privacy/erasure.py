@@ -29,7 +29,13 @@ from pipelines.privacy.change import drop_derived_copies, participle
 from pipelines.privacy.snapshots import erase_versions
 from pipelines.raw.privacy_gate import erasures_in_force
 from pipelines.raw.privacy_records import Erasure, PolicyRecord, read_policies, record_erasure
-from pipelines.warehouse import Warehouse, batches, columns_by_table, loaded_workspaces
+from pipelines.warehouse import (
+    Warehouse,
+    batches,
+    columns_by_table,
+    loaded_workspaces,
+    transaction,
+)
 from sources.signing import PrivacyPolicy, configured_privacy
 from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE
 from sources.signing.pseudonyms import normalised
@@ -115,8 +121,9 @@ def _erase(
             raise WarehouseMissing(f"{warehouse.label} holds no workspace yet; nothing to erase")
         erasures_in_force(client, policy)  # earlier erasures must be under this key
         person = _person(client, policy, records, email, contact_id, workspace)
-        result = ErasureResult(person.subject, str(policy.key_id))
-        with client.begin_transaction():
+
+        def erase() -> ErasureResult:
+            result = ErasureResult(person.subject, str(policy.key_id))
             for workspace_id in ids:
                 record = records.get(workspace_id, PolicyRecord(workspace_id))
                 _Erasing(client, person, policy, record, result).run()
@@ -125,7 +132,9 @@ def _erase(
                 Erasure(person.subject, str(policy.key_id), datetime.now(UTC), result.changed),
             )
             drop_derived_copies(client)
-    return result
+            return result
+
+        return transaction(client, "the erasure", erase)
 
 
 def _person(

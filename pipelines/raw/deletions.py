@@ -15,7 +15,7 @@ from typing import Any
 
 import dlt
 
-from pipelines.warehouse import SqlClient, batches, columns_by_table, ensure_table
+from pipelines.warehouse import SqlClient, batches, columns_by_table, ensure_table, transaction
 from sources.signing import CHILD_TABLES, DELETABLE_TABLES, DELETED_AT, TableDeletions
 
 # dbt's snapshots of the records (models/snapshots): their history goes too on a hard delete,
@@ -84,10 +84,11 @@ def mark_deletions(
     marking = [d for d in decided if d.marked and d.table in DELETABLE_TABLES]
     if not marking:
         return {}
-    done: dict[str, int] = {}
     with pipeline.sql_client() as client:
         tables = columns_by_table(client)
-        with client.begin_transaction():
+
+        def mark() -> dict[str, int]:
+            done: dict[str, int] = {}
             for deletion in marking:
                 if deletion.table not in tables:
                     continue
@@ -97,7 +98,9 @@ def mark_deletions(
                     done[deletion.table] = statements.remove(ids)
                 else:
                     done[deletion.table] = statements.mark(ids, noticed_at)
-    return done
+            return done
+
+        return transaction(client, "marking deleted records", mark)
 
 
 class _Statements:

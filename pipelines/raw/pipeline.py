@@ -30,6 +30,7 @@ from pipelines.warehouse import (
     columns_by_table,
     has_table,
     loaded_workspaces,
+    transaction,
 )
 
 LEGACY_PIPELINE_NAME = "signing"
@@ -111,7 +112,8 @@ def adopt_legacy_state(pipeline: dlt.Pipeline) -> str | None:
         version, engine_version, blob, created_at, version_hash, load_id = legacy[0]
         state = decompress_state(blob)
         state["pipeline_name"] = name
-        with client.begin_transaction():
+
+        def hand_over() -> None:
             client.execute_sql(f"delete from {state_table} where pipeline_name = %s", name)
             client.execute_sql(
                 f"insert into {state_table} (version, engine_version, pipeline_name, state, "
@@ -129,6 +131,8 @@ def adopt_legacy_state(pipeline: dlt.Pipeline) -> str | None:
             client.execute_sql(
                 f"delete from {state_table} where pipeline_name = %s", LEGACY_PIPELINE_NAME
             )
+
+        transaction(client, "handing the old state over", hand_over)
     return owner
 
 
@@ -137,13 +141,14 @@ def forget_workspace(pipeline: dlt.Pipeline, workspace_id: str) -> dict[str, int
     in one transaction, so that its next load is a full one; other workspaces keep theirs.
 
     Returns the rows deleted per table."""
-    deleted: dict[str, int] = {}
     with pipeline.sql_client() as client:
         if not client.has_dataset():
-            return deleted
+            return {}
         tables = columns_by_table(client)
         roots = {t for t, cols in tables.items() if "workspace_id" in cols and "__" not in t}
-        with client.begin_transaction():
+
+        def delete() -> dict[str, int]:
+            deleted: dict[str, int] = {}
             # Nested tables first: those without workspace_id are found through their root row.
             for table in sorted(set(tables) - KEPT_TABLES, key=lambda t: -t.count("__")):
                 columns = tables[table]
@@ -161,6 +166,9 @@ def forget_workspace(pipeline: dlt.Pipeline, workspace_id: str) -> dict[str, int
                 count = client.execute_sql(f"select count(*) from {qualified} where {where}", *args)
                 client.execute_sql(f"delete from {qualified} where {where}", *args)
                 deleted[table] = int(count[0][0]) if count else 0
+            return deleted
+
+        deleted = transaction(client, f"deleting workspace {workspace_id}", delete)
     return {table: n for table, n in deleted.items() if n}
 
 
@@ -173,7 +181,7 @@ def make_pipeline(
     pipeline = dlt.pipeline(
         pipeline_name=pipeline_name_for(workspace_id),
         pipelines_dir=str(pipelines_dir or place.pipelines_dir),
-        destination=place.dlt_destination(),
+        destination=place.dlt_destination(workspace_id),
         dataset_name=DATASET,
     )
     # dlt's own handlers would abort normalize and load on a signal; `stop_on_signals` lets

@@ -23,7 +23,7 @@ from pipelines.raw.privacy_records import (
     read_policies,
     write_policy,
 )
-from pipelines.warehouse import SqlClient, columns_by_table
+from pipelines.warehouse import SqlClient, columns_by_table, transaction
 from sources.signing import PERSONAL_COLUMNS, PrivacyPolicy, RunStats
 from sources.signing.privacy import ACTIONS, KEY_VARIABLE, Action
 
@@ -118,8 +118,7 @@ def _record_for(
         return PolicyRecord(workspace_id)  # rows from before policies were recorded
     else:
         record = PolicyRecord.of(workspace_id, writer)
-    with client.begin_transaction():
-        write_policy(client, record)
+    transaction(client, "recording the privacy policy", lambda: write_policy(client, record))
     return record
 
 

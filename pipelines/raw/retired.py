@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows
+from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows, transaction
 
 RETIRED_TABLE = "_signing_retired_workspaces"
 RETIRED_COLUMNS = {"workspace_id": "varchar", "retired_at": "timestamp with time zone"}
@@ -20,8 +20,12 @@ def retire_workspace(warehouse: Warehouse, workspace_id: str, when: datetime) ->
     of the warehouse (published, so analysts' `status` sees it)."""
     with warehouse.publishing(), warehouse.sql_client() as client:
         table = ensure_table(client, RETIRED_TABLE, RETIRED_COLUMNS).name
-        client.execute_sql(f"delete from {table} where workspace_id = %s", workspace_id)
-        insert_rows(client, table, list(RETIRED_COLUMNS), [[workspace_id, when]])
+
+        def replace() -> None:
+            client.execute_sql(f"delete from {table} where workspace_id = %s", workspace_id)
+            insert_rows(client, table, list(RETIRED_COLUMNS), [[workspace_id, when]])
+
+        transaction(client, "recording the retired workspace", replace)
 
 
 def read_retired(client: SqlClient, columns: Mapping[str, set[str]]) -> dict[str, datetime]:

@@ -17,7 +17,7 @@ import dlt
 import orjson
 
 from pipelines.outcome import Outcome
-from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows
+from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows, transaction
 from sources.signing import RunCounters
 
 RUNS_TABLE = "_signing_runs"
@@ -125,7 +125,11 @@ def record_run(client: Any, record: RunRecord) -> None:
     if "_dlt_id" in table.columns:
         values["_dlt_load_id"] = record.run_id
         values["_dlt_id"] = uuid.uuid4().hex
-    insert_rows(client, table.name, list(values), [list(values.values())])
+    transaction(
+        client,
+        "recording the run",
+        lambda: insert_rows(client, table.name, list(values), [list(values.values())]),
+    )
 
 
 def configured_names(runs: Iterable[RunRecord]) -> dict[str, str]:
@@ -171,9 +175,13 @@ def record_incomplete_shipments(
             INCOMPLETE_SHIPMENTS_TABLE,
             {"workspace_id": "varchar", "shipment_id": "varchar"},
         ).name
-        client.execute_sql(f"delete from {table} where workspace_id = %s", workspace_id)
         rows = [(workspace_id, shipment) for shipment in ids]
-        insert_rows(client, table, ("workspace_id", "shipment_id"), rows, batch=1000)
+
+        def replace() -> None:
+            client.execute_sql(f"delete from {table} where workspace_id = %s", workspace_id)
+            insert_rows(client, table, ("workspace_id", "shipment_id"), rows, batch=1000)
+
+        transaction(client, "recording the held-back shipments", replace)
 
 
 # ---------------------------------------------------------------- runs the warehouse never took

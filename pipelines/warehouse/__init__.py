@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import dlt
+from dlt.common.destination import Destination
 
 from pipelines.errors import (
     QueryRefused,
@@ -34,8 +35,16 @@ from ._catalog import (
     loaded_workspaces,
     tables_in,
 )
-from ._ddl import catalog_changes, ensure_datasets, ensure_table
-from ._lock import held_lock, holder
+from ._conflicts import transaction
+from ._ddl import (
+    catalog_changes,
+    ensure_datasets,
+    ensure_table,
+    staging_dataset,
+    staging_datasets,
+)
+from ._homes import record_home, recorded_home
+from ._locks import DATASET, LockPlace
 from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
 from ._postgres import POSTGRES, read_only_statement
 from ._report import ReportPlace
@@ -44,7 +53,6 @@ from ._rows import batches, insert_rows
 DEFAULT_DESTINATION = _duckdb.DUCKDB
 _UNQUOTABLE = re.compile(r"['\"\x00-\x1f\x7f]")
 DEFAULT_WAREHOUSE = Path("warehouse/signing.duckdb")
-DATASET = "raw"  # dlt's dataset: the raw tables, the state, the run records
 PARQUET_FROM_RECORDS = _duckdb.PARQUET_FROM_RECORDS
 LoadFileFormat = _duckdb.LoadFileFormat
 
@@ -67,12 +75,15 @@ __all__ = [
     "has_table",
     "insert_rows",
     "loaded_workspaces",
+    "staging_dataset",
+    "staging_datasets",
     "tables_in",
+    "transaction",
 ]
 
 
 @dataclass(frozen=True)
-class Warehouse(ModelsPlace, ReportPlace):
+class Warehouse(LockPlace, ModelsPlace, ReportPlace):
     """Where a team's signing data lives: a DuckDB file (`path`), or another dlt destination
     whose local working folders live beside `path`."""
 
@@ -151,6 +162,25 @@ class Warehouse(ModelsPlace, ReportPlace):
         """The webhook receiver's inbox and secrets: beside the warehouse, never in it."""
         return self.path.parent / f".{self.path.stem}.webhooks"
 
+    def record_webhooks_dir(self) -> None:
+        """On a shared database, record `webhooks_dir` as this host's receiver's folder, for
+        loads run from other folders (`webhooks_dir_of_record`); nothing for a DuckDB file."""
+        if not self.is_file:
+            with self.sql_client() as client:
+                record_home(client, self.webhooks_dir)
+
+    def webhooks_dir_of_record(self) -> Path:
+        """Where a load looks for the receiver's inbox and secrets: beside a DuckDB file; for
+        a shared database, the folder it records for this host, else `webhooks_dir`."""
+        if self.is_file:
+            return self.webhooks_dir
+        try:
+            with self.reader() as client:
+                recorded = recorded_home(client)
+        except Exception:  # no dataset yet, or a database that cannot be read: none recorded
+            recorded = None
+        return recorded or self.webhooks_dir
+
     @property
     def dbt_dir(self) -> Path:
         """dbt's `target/` and `logs/`, beside the warehouse and never in `models/`."""
@@ -184,27 +214,6 @@ class Warehouse(ModelsPlace, ReportPlace):
             ) from None
 
     @contextlib.contextmanager
-    def exclusive(self, scope: str | None = None, *, brief: str | None = None) -> Iterator[None]:
-        """Hold a run lock beside the warehouse (`.<file>.lock`, or `.<scope>.lock`), or fail
-        at once if another run has it (a hold that says it is `brief`, such as a webhook
-        drain's, is waited for first). A run that wrote nothing (a refused key, a wrong URL)
-        takes its lock file and new folders away again."""
-        lock_path = self.path.parent / f".{scope or self.path.name}.lock"
-
-        def wrote_nothing() -> bool:
-            return bool(scope) or not any(
-                p.exists() for p in (self.path, self.working_path, self.pipelines_dir)
-            )
-
-        with held_lock(lock_path, scope or self.path, wrote_nothing, brief):
-            yield
-
-    def running(self) -> str | None:
-        """Who holds the warehouse's run lock now (`pid N since T`), never waiting for it; None
-        when no run does (other destinations lock per workspace: not asked)."""
-        return holder(self.path.parent / f".{self.path.name}.lock") if self.is_file else None
-
-    @contextlib.contextmanager
     def publishing(self, *, brief: str | None = None) -> Iterator[None]:
         """One run of a DuckDB file, the one place every writing path goes through: its folder
         checked, its lock taken (`brief`: `exclusive`), the working file made what the
@@ -236,34 +245,6 @@ class Warehouse(ModelsPlace, ReportPlace):
                 yield
 
     @contextlib.contextmanager
-    def holding_every_workspace(self) -> Iterator[None]:
-        """What a change to every workspace's rows (an erasure) holds: a DuckDB file's writer;
-        elsewhere the lock of each workspace loaded so far, the one its loads take."""
-        if self.is_file:
-            with self.writer():
-                yield
-            return
-        with contextlib.ExitStack() as held:
-            for workspace in self.workspaces():
-                held.enter_context(self.exclusive(f"{self.destination}.{workspace.id}"))
-            yield
-
-    @contextlib.contextmanager
-    def workspace_session(self, workspace_id: str, *, brief: str | None = None) -> Iterator[Path]:
-        """dlt's working folder for one workspace's run. A DuckDB file keeps it beside itself.
-        Elsewhere loads of several workspaces or machines run at once: each holds only its
-        workspace's lock, and its state comes from the destination every time (the folder is
-        temporary), so they never mix their state."""
-        if self.is_file:
-            yield self.pipelines_dir
-            return
-        with (
-            self.exclusive(f"{self.destination}.{workspace_id}", brief=brief),
-            tempfile.TemporaryDirectory() as folder,
-        ):
-            yield Path(folder)
-
-    @contextlib.contextmanager
     def sql_client(self) -> Iterator[Any]:
         """dlt's SQL client of the `raw` dataset for writing the project's own tables, such as
         the record of a run that ended before it had a pipeline (a refused key). A DuckDB file
@@ -278,11 +259,15 @@ class Warehouse(ModelsPlace, ReportPlace):
             with writer.sql_client() as client:
                 yield client
 
-    def dlt_destination(self) -> Any:
+    def dlt_destination(self, workspace_id: str | None = None) -> Any:
         """dlt's destination: DuckDB at `path` with its load files chosen by size, or the
-        named destination configured as dlt configures it."""
+        named destination configured as dlt configures it, where one workspace's pipeline
+        (`workspace_id`) merges through a staging dataset of its own (`staging_dataset`)."""
         if not self.is_file:
-            return self.destination
+            if workspace_id is None:
+                return self.destination
+            layout = staging_dataset(DATASET, workspace_id).replace(DATASET, "%s", 1)
+            return Destination.from_reference(self.destination, staging_dataset_name_layout=layout)
         self.working_path.parent.mkdir(parents=True, exist_ok=True)
         return _duckdb.duckdb_destination(self.working_path)
 

@@ -12,10 +12,14 @@ process, and a lock of this process covers its threads.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ._conflicts import retried
 
 # The advisory lock every creation of a shared schema or table of ours takes (an arbitrary
 # constant of 64 bits: the bytes of "sgnetl01").
@@ -48,9 +52,13 @@ def catalog_changes(client: Any) -> Iterator[None]:
 
 def ensure_schemas(client: Any, schemas: list[str]) -> None:
     """Create the schemas (quoted names of `client`'s database) that do not exist yet."""
-    with catalog_changes(client):
-        for schema in schemas:
-            client.execute_sql(f"create schema if not exists {schema}")
+
+    def create() -> None:
+        with catalog_changes(client):
+            for schema in schemas:
+                client.execute_sql(f"create schema if not exists {schema}")
+
+    retried(f"creating {', '.join(schemas)}", create)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,10 @@ def ensure_table(client: Any, name: str, columns: Mapping[str, str]) -> OwnTable
     existing = _columns_of(client, name)
     if set(columns) <= existing:
         return OwnTable(table, frozenset(existing))
+    return retried(f"creating {table}", lambda: _create_table(client, name, table, columns))
+
+
+def _create_table(client: Any, name: str, table: str, columns: Mapping[str, str]) -> OwnTable:
     with catalog_changes(client):
         client.execute_sql(f"create schema if not exists {client.fully_qualified_dataset_name()}")
         listed = ", ".join(f"{column} {kind}" for column, kind in columns.items())
@@ -104,3 +116,33 @@ def ensure_datasets(pipeline: Any) -> None:
                 missing.append(client.fully_qualified_dataset_name())
         if missing:  # a drain every minute finds both and takes no lock
             ensure_schemas(client, missing)
+
+
+# dlt's staging dataset of the project's pipelines: `raw_staging` on a DuckDB file (one writer),
+# `raw_staging_<workspace>` on a destination that takes concurrent writers, since dlt empties
+# a staging table before each merge through it and two workspaces merging at once through one
+# would lose a merge.
+STAGING_INFIX = "_staging"
+_MOST_SUFFIX = 40  # PostgreSQL keeps 63 bytes of a name; `raw_staging_` and a hash fit beside
+
+
+def staging_dataset(dataset: str, workspace_id: str) -> str:
+    """The staging dataset of one workspace's merges: `<dataset>_staging_<workspace id>`, in
+    the lower-case letters, digits and underscores dlt would make of it (a hash added when the
+    id had to change, so two ids never share one)."""
+    safe = re.sub(r"[^a-z0-9_]", "_", workspace_id.lower())[:_MOST_SUFFIX]
+    if safe != workspace_id:
+        safe += "_" + hashlib.sha256(workspace_id.encode()).hexdigest()[:8]
+    return f"{dataset}{STAGING_INFIX}_{safe}"
+
+
+def staging_datasets(client: Any, dataset: str) -> list[str]:
+    """Every staging dataset of `dataset` in the client's database: dlt's default one and
+    each workspace's, for what must reach every copy of the rows (a privacy change, erasure)."""
+    rows = client.execute_sql(
+        "select schema_name from information_schema.schemata "
+        "where schema_name = %s or schema_name like %s escape '\\'",
+        f"{dataset}{STAGING_INFIX}",
+        f"{dataset}{STAGING_INFIX}\\_%",
+    )
+    return sorted(str(row[0]) for row in rows or [])

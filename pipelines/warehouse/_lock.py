@@ -1,5 +1,6 @@
-"""The run lock: a file beside the warehouse held with `flock`, so that two runs never write one
-warehouse (or one workspace of a shared database) at once, and the second is told who holds it.
+"""The run lock of a DuckDB file: a file beside the warehouse held with `flock`, so that two runs
+never write one warehouse at once, and the second is told who holds it (a shared database locks
+in the database itself: `_advisory`, which waits the same way, `wait_for`).
 
 A busy lock is a wait, not a failure: a run finding it held waits for it, up to
 `SIGNING_ETL_LOCK_WAIT_SECONDS` (a hold that says it is brief, a webhook drain's, up to
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -43,8 +45,7 @@ def held_lock(
         _take(handle, held_on, waits_for_loads=brief is None)
         handle.seek(0)
         handle.truncate()
-        since = datetime.now(UTC).isoformat(timespec="seconds")
-        held = f"pid {os.getpid()} since {since}"
+        held = this_holder()
         handle.write(f"{BRIEF_HOLD}{brief}, {held}" if brief else held)
         handle.flush()
         try:
@@ -56,6 +57,12 @@ def held_lock(
                     with contextlib.suppress(OSError):
                         made.rmdir()
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def this_holder() -> str:
+    """How this process names itself as a lock's holder: `pid N since T on HOST`."""
+    since = datetime.now(UTC).isoformat(timespec="seconds")
+    return f"pid {os.getpid()} since {since} on {socket.gethostname()}"
 
 
 def wait_seconds() -> float:
@@ -82,22 +89,38 @@ def holder(lock_path: Path) -> str | None:
 
 
 def _take(handle: IO[str], held_on: object, *, waits_for_loads: bool) -> None:
-    """Lock `handle`, waiting for a brief holder up to `BRIEF_HOLD_WAIT_SECONDS` and (when
-    `waits_for_loads`) for any other up to `wait_seconds()`, or raise `AlreadyRunning` naming
-    the holder."""
-    started = time.monotonic()
-    patience = wait_seconds() if waits_for_loads else 1.0  # a drain: a moment, not a load
-    while True:
+    """Lock `handle`, waiting for its holder as `wait_for` does."""
+
+    def take() -> bool:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
         except BlockingIOError:
-            handle.seek(0)
-            named = handle.read().strip() or "another process"
-            bound = BRIEF_HOLD_WAIT_SECONDS if named.startswith(BRIEF_HOLD) else patience
-            if time.monotonic() - started > bound:
-                raise AlreadyRunning(
-                    f"another load is running on {held_on} ({named}); waited "
-                    f"{time.monotonic() - started:.0f} s, the next run continues"
-                ) from None
-            time.sleep(0.1)
+            return False
+        return True
+
+    def named() -> str:
+        handle.seek(0)
+        return handle.read().strip() or "another process"
+
+    wait_for(take, named, held_on, waits_for_loads=waits_for_loads)
+
+
+def wait_for(
+    take: Callable[[], bool], named: Callable[[], str], held_on: object, *, waits_for_loads: bool
+) -> None:
+    """Call `take` until it takes the lock, waiting for a brief holder up to
+    `BRIEF_HOLD_WAIT_SECONDS` and (when `waits_for_loads`) for any other up to `wait_seconds()`,
+    or raise `AlreadyRunning` naming the holder (`named()`: what the holder says of itself)."""
+    started = time.monotonic()
+    patience = wait_seconds() if waits_for_loads else 1.0  # a drain: a moment, not a load
+    pause = 0.1
+    while not take():
+        holder_named = named()
+        bound = BRIEF_HOLD_WAIT_SECONDS if holder_named.startswith(BRIEF_HOLD) else patience
+        if time.monotonic() - started > bound:
+            raise AlreadyRunning(
+                f"another load is running on {held_on} ({holder_named}); waited "
+                f"{time.monotonic() - started:.0f} s, the next run continues"
+            ) from None
+        time.sleep(pause)
+        pause = min(0.5, pause * 1.5)  # a database is asked less often the longer it waits

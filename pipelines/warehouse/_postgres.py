@@ -80,8 +80,7 @@ def read_only_statement(
         QueryRefused: more than one statement, or a writing one (one line).
         ConfigError: the credentials are missing or unusable.
     """
-    url = _postgres_credentials(ConfigError).to_native_representation()
-    with psycopg.connect(url) as connection:
+    with psycopg.connect(connection_url()) as connection:
         connection.read_only = True
         try:
             with connection.cursor() as cursor:
@@ -99,6 +98,16 @@ def read_only_statement(
         finally:
             connection.rollback()
     return names, rows
+
+
+def connection_url() -> str:
+    """The connection string of the Postgres destination a load uses (for sessions of our own,
+    such as the run lock's).
+
+    Raises:
+        ConfigError: the credentials are missing or unusable (one line, never quoting them).
+    """
+    return str(_postgres_credentials(ConfigError).to_native_representation())
 
 
 def _postgres_credentials(error_class: type[Exception]) -> Any:

@@ -86,7 +86,7 @@ class Reconciliation:
         a poll that began at `started` and whose successor reads changes from `reach`; None
         when webhooks are off for it, or when its secrets or inbox cannot be read (`warn` says
         so: the poll loads all the same)."""
-        folder = warehouse.webhooks_dir
+        folder = warehouse.webhooks_dir_of_record()
         if not folder.exists():
             return None
         try:

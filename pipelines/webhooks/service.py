@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from pipelines.configuration import WorkspaceEntry
 from pipelines.console import output
+from pipelines.errors import first_line
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.drain import DrainResult, drain
 from pipelines.webhooks.inbox import Inbox
@@ -46,6 +47,10 @@ class WebhookReceiver:
         self.settings = settings
         self.inbox = Inbox.open(warehouse.webhooks_dir)
         self.secrets = SecretsView(SecretsFile(warehouse.webhooks_dir))
+        try:  # a shared database learns where this host keeps them, for loads from elsewhere
+            warehouse.record_webhooks_dir()
+        except Exception as error:  # the receiver runs all the same; loads use their folder
+            output.warning(f"webhooks: the database did not take this folder: {first_line(error)}")
         self.trigger: DrainTrigger | None = None
         self.marts = marts and load_after is not None
         if load_after is not None:

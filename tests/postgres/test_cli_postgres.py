@@ -232,3 +232,24 @@ def test_marts_built_on_postgres_equal_the_sandbox_and_duckdb_also_after_activit
         assert differences(raw, store, by_workspace=True) == {}, store.workspace.id
     _duckdb_twin(running, twin)
     _check_marts(running, database, twin, folder)
+
+
+def test_the_report_on_postgres_takes_columns_that_hold_no_value_at_all(
+    loaded: tuple[RunningSandbox, PostgresDatabase, dict[str, str], Path, Any],
+) -> None:
+    """Marts whose timestamp, number and text columns are all null (a warehouse where nothing
+    was completed, expired or revoked yet, nor any company named) still make the report: the
+    notebook's `epoch(...)` takes them. Last in this module: it empties columns of the marts."""
+    running, database, env, folder, _ = loaded
+    with closing(database.connect()) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "update marts.fct_shipments set completed_at = null, expired_at = null, "
+            "revoked_at = null, hours_to_completion = null, document_name = null"
+        )
+        cursor.execute("update marts.fct_recipients set signed_at = null, recipient_company = null")
+        connection.commit()
+    shown = run_cli(["report", "--destination", "postgres", "--out", "n"], cwd=folder, env=env)
+    assert shown.returncode == 0, describe(shown)
+    html = Path(shown.stdout.strip()).read_text(encoding="utf-8")
+    for store in running.stores:
+        assert store.workspace.id in html

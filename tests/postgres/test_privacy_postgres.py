@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import Warehouse, staging_dataset
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, cli_env, describe, run_cli
 from tests.support.postgres import PostgresDatabase, PostgresServer
@@ -99,7 +99,9 @@ def test_minimal_leaves_no_personal_value_in_postgres_dbt_logs_or_report(
     needles = personal.all() | {HASH_KEY}
     assert scan_tables(contents(on_postgres.keep), personal.emails)  # the scan finds them
     found = contents(on_postgres.minimal)
-    assert "raw_staging.contacts" in found
+    # The scan reaches the workspace's own staging dataset (dlt's copies of the last merge).
+    staging = staging_dataset("raw", on_postgres.running.store.workspace.id)
+    assert f"{staging}.contacts" in found
     assert "raw._dlt_pipeline_state" in found
     assert scan_tables(found, needles) == {}
     place = Warehouse.at(on_postgres.folder / "pg.duckdb", "postgres")

@@ -1,0 +1,144 @@
+"""The run lock of a shared PostgreSQL database: one advisory lock per workspace, held by a
+session of its own for the whole run. Runs on any number of hosts then load one workspace at a
+time, and a run that dies (its process, its host, its connection) lets go of the lock with its
+session: the session asks the server to drop it when its peer stops answering.
+
+A run finding the lock held waits as it waits for a lock file (`_lock.wait_for`) and stops
+naming the holder, which the holder's session tells: its `application_name` says what holds
+it, its pid and host, and `pg_stat_activity.query_start` when it took the lock (the session runs
+nothing after that)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import re
+import socket
+from collections.abc import Iterator, Sequence
+from datetime import UTC
+from typing import Any
+
+import psycopg
+
+from pipelines.errors import SigningEtlError, WarehouseError, first_line
+
+from ._lock import BRIEF_HOLD, wait_for
+from ._postgres import connection_url
+
+APPLICATION = "signing-etl"
+NAME_BYTES = 63  # PostgreSQL keeps this much of an application_name
+# The server drops a session whose peer stopped answering (idle 60 s, then 6 probes 10 s
+# apart), and the lock with it; the session must not be ended for being idle.
+SESSION_SETTINGS = {
+    "tcp_keepalives_idle": "60",
+    "tcp_keepalives_interval": "10",
+    "tcp_keepalives_count": "6",
+    "idle_session_timeout": "0",
+    "idle_in_transaction_session_timeout": "0",
+}
+_NAME = re.compile(rf"^{APPLICATION} (?:(?P<brief>.+): )?pid (?P<pid>\d+) on (?P<host>.*)$")
+
+
+def workspace_key(dataset: str, workspace_id: str) -> int:
+    """The advisory lock of one workspace's runs into `dataset` (64 bits of a hash)."""
+    digest = hashlib.sha256(f"{APPLICATION} run {dataset}/{workspace_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextlib.contextmanager
+def held_in_database(keys: Sequence[int], held_on: str, brief: str | None = None) -> Iterator[None]:
+    """Hold the advisory locks `keys` on a session of their own while the block runs, waiting
+    for a holder as a lock file's is waited for, or stop (`AlreadyRunning`) naming it; `brief`
+    says this hold is one (what holds it). Closing the session releases them all.
+
+    Raises:
+        AlreadyRunning: another run held one for longer than this one waits (exit 75).
+        WarehouseError: the database cannot be reached (one line).
+    """
+    name = _application_name(brief)
+    try:
+        session = psycopg.connect(
+            connection_url(),
+            autocommit=True,
+            application_name=name,
+            keepalives=1,
+            keepalives_idle=60,
+            keepalives_interval=10,
+            keepalives_count=6,
+        )
+    except psycopg.Error as error:
+        raise WarehouseError(
+            f"cannot take the run lock in the postgres destination: {first_line(error)}"
+        ) from None
+    with session:
+        for setting, value in SESSION_SETTINGS.items():
+            with contextlib.suppress(psycopg.errors.UndefinedObject):  # an older server
+                session.execute("select set_config(%s, %s, false)", (setting, value))
+        for key in sorted(set(keys)):
+            wait_for(
+                functools.partial(_try, session, key),
+                functools.partial(holder_of, session, key),
+                held_on,
+                waits_for_loads=brief is None,
+            )
+        yield
+
+
+def _application_name(brief: str | None) -> str:
+    """How the lock's session names its holder (cut to what PostgreSQL keeps)."""
+    what = f"{brief}: " if brief else ""
+    named = f"{APPLICATION} {what}pid {os.getpid()} on {socket.gethostname()}"
+    return named.encode()[:NAME_BYTES].decode(errors="ignore")
+
+
+def _try(session: psycopg.Connection[Any], key: int) -> bool:
+    found = session.execute("select pg_try_advisory_lock(%s)", (key,)).fetchone()
+    return bool(found and found[0])
+
+
+def oldest_holder() -> str | None:
+    """The run of ours that has held a lock of this database longest, as `holder_of` says it;
+    None when none does, or the database cannot be asked (`status` reads on without it)."""
+    try:
+        with psycopg.connect(connection_url(), autocommit=True) as session:
+            row = session.execute(
+                "select a.application_name, a.query_start from pg_locks l "
+                "join pg_stat_activity a on a.pid = l.pid "
+                "where l.locktype = 'advisory' and l.granted and l.objsubid = 1 "
+                "and l.database = (select oid from pg_database where datname = current_database()) "
+                "and a.application_name like %s order by a.query_start limit 1",
+                (f"{APPLICATION} %",),
+            ).fetchone()
+    except (psycopg.Error, SigningEtlError):  # no server, or no credentials
+        return None
+    return _described(row) if row else None
+
+
+def holder_of(session: psycopg.Connection[Any], key: int) -> str:
+    """Who holds `key` in this database as a lock file would say it (`pid N since T on HOST`,
+    a brief hold named); `another session` when none of ours (or it just ended)."""
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    row = session.execute(
+        "select a.application_name, a.query_start from pg_locks l "
+        "left join pg_stat_activity a on a.pid = l.pid "
+        "where l.locktype = 'advisory' and l.granted and l.objsubid = 1 "
+        "and l.database = (select oid from pg_database where datname = current_database()) "
+        "and l.classid = %s::bigint::oid and l.objid = %s::bigint::oid "
+        "and l.pid <> pg_backend_pid() limit 1",
+        (unsigned >> 32, unsigned & 0xFFFF_FFFF),
+    ).fetchone()
+    return _described(row) if row else "another session"
+
+
+def _described(row: tuple[Any, ...]) -> str:
+    """A holder's (application_name, query_start) as a lock file says it."""
+    named = _NAME.match(str(row[0] or ""))
+    if named is None:
+        return "another session"
+    since = (
+        row[1].astimezone(UTC).isoformat(timespec="seconds") if row[1] is not None else "unknown"
+    )
+    held = f"pid {named['pid']} since {since} on {named['host']}"
+    return f"{BRIEF_HOLD}{named['brief']}, {held}" if named["brief"] else held
