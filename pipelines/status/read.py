@@ -70,7 +70,10 @@ class WorkspaceStatus:
 
     @property
     def last_run(self) -> RunRecord | None:
-        return self.runs[0] if self.runs else None
+        """The run that ended last: what the workspace's state is now. With several workers,
+        one that found the workspace busy ends at once, before the run holding it; that run's
+        end, not the busy stop, is the workspace's last word."""
+        return max(self.runs, key=_ended, default=None)
 
     @property
     def last_success(self) -> RunRecord | None:
@@ -354,3 +357,7 @@ def _truncated_trails(client: SqlClient, columns: dict[str, set[str]]) -> dict[s
         EVENTS_LIMIT,
     )
     return {str(workspace_id): int(count) for workspace_id, count in rows or []}
+
+
+def _ended(run: RunRecord) -> datetime:
+    return run.finished_at or run.started_at

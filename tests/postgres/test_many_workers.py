@@ -137,6 +137,10 @@ def test_one_workspace_is_loaded_by_one_worker_at_a_time(team: Team) -> None:
     # The busy worker is on record in the database (no local journal is read by others).
     assert [outcome for outcome, _ in runs] == ["stopped", "completed", "completed"]
     team.assert_equals_the_sandbox(loaded=1)
+    # The busy stop ended before the runs that loaded: the workspace is healthy.
+    folder, env = team.worker(key)
+    check = run_cli(["status", "--destination", "postgres", "--check"], cwd=folder, env=env)
+    assert check.returncode == 0, describe(check)
 
 
 def test_two_workspaces_load_side_by_side_round_after_round(team: Team) -> None:
