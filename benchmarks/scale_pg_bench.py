@@ -39,11 +39,6 @@ from tests.support.sandboxes import admin
 from tests.support.truth import postgres_differences
 
 START_MS = 1_767_225_600_000
-# dlt's setting of the staging dataset's name. By default every process merges through one
-# `raw_staging`, and loads of different workspaces at once can lose a merge without an error
-# (docs/design.md); `--own-staging` gives each worker its own, as a per-workspace staging
-# dataset does (each worker here loads its workspaces one after another).
-STAGING_LAYOUT = "DESTINATION__POSTGRES__STAGING_DATASET_NAME_LAYOUT"
 
 
 @dataclass(frozen=True)
@@ -88,11 +83,11 @@ def environment(running: RunningSandbox, names: list[str], credentials: str) -> 
 
 
 def run_workers(
-    shares: list[list[str]], env: dict[str, str], folder: Path, own_staging: bool
+    shares: list[list[str]], env: dict[str, str], folder: Path
 ) -> tuple[list[int], float]:
     """One `signing-etl load` per share of the workspaces, all at once, each in an empty folder
-    of its own (with `own_staging`, and dlt's staging dataset of its own); their exit codes and
-    CPU seconds (read with `os.wait4`, each its own)."""
+    of its own (each workspace merges through a staging dataset of its own); their exit codes
+    and CPU seconds (read with `os.wait4`, each its own)."""
     processes = []
     with contextlib.ExitStack() as logs:
         for number, share in enumerate(shares):
@@ -104,7 +99,7 @@ def run_workers(
                 subprocess.Popen(
                     [*command, "--no-models", "--duckdb", str(place / "unused.duckdb"), *chosen],
                     cwd=place,
-                    env={**env, STAGING_LAYOUT: f"%s_staging_{number}"} if own_staging else env,
+                    env=env,
                     stdout=subprocess.DEVNULL,
                     stderr=logs.enter_context((place / "stderr.log").open("w")),
                 )
@@ -138,7 +133,6 @@ def one_round(
     count: int,
     server: PostgresServer,
     folder: Path,
-    own_staging: bool = False,
 ) -> Round:
     """Load `count` workspaces of a fresh sandbox into a fresh database with `workers` loads
     at once, and compare each workspace with the sandbox."""
@@ -148,7 +142,7 @@ def one_round(
         env = environment(running, names, database.credentials)
         began = time.perf_counter()
         shares = [names[n::workers] for n in range(workers)]
-        codes, cpu = run_workers(shares, env, folder, own_staging)
+        codes, cpu = run_workers(shares, env, folder)
         seconds = time.perf_counter() - began
         state = admin(running, "GET", "/state")
         with closing(database.connect()) as connection:
@@ -166,17 +160,13 @@ def main() -> None:
     parser.add_argument("--workspaces", type=int, default=24)
     parser.add_argument("--shipments", type=int, default=100, help="per workspace")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument(
-        "--own-staging", action="store_true", help="a staging dataset per worker process"
-    )
     args = parser.parse_args()
     config = SandboxConfig(seed=9, shipments=args.shipments, start_ms=START_MS, limits_enabled=True)
     print(
         f"{args.workspaces} workspaces of {args.shipments} shipments, sandbox limits on "
         f"(plan {config.plan}: {config.effective_requests_per_minute} requests/min, "
         f"{config.requests_per_second:g}/s burst {config.burst} per key; "
-        f"{config.ip_requests_per_second:g}/s per client IP), one PostgreSQL database per round"
-        + (", a staging dataset per worker" if args.own_staging else ""),
+        f"{config.ip_requests_per_second:g}/s per client IP), one PostgreSQL database per round",
         flush=True,
     )
     folder = Path(tempfile.mkdtemp(prefix="signing-scale-pg-"))
@@ -185,7 +175,7 @@ def main() -> None:
         with running_postgres() as server:
             print(HEADER, flush=True)
             for workers in args.workers:
-                done = one_round(workers, config, args.workspaces, server, folder, args.own_staging)
+                done = one_round(workers, config, args.workspaces, server, folder)
                 rounds.append(done)
                 print(rounds[-1].line(), flush=True)
     finally:

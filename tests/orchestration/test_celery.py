@@ -42,10 +42,6 @@ CELERY_YAML = yaml.safe_dump(
     {"execution": {"config": {name: {"env": BROKER_VARIABLE} for name in ("broker", "backend")}}}
 )
 RAW = [dg.AssetKey(["signing", name]) for name in RESOURCES]
-# Until each workspace merges through a staging dataset of its own, loads of different
-# workspaces at once can lose a merge in the one `raw_staging` (docs/design.md, hazards): each
-# worker, which runs one step at a time, gets its own here.
-STAGING_LAYOUT = "DESTINATION__POSTGRES__STAGING_DATASET_NAME_LAYOUT"
 
 
 def environment(
@@ -85,7 +81,7 @@ def celery_workers(env: dict[str, str], folder: Path) -> Iterator[list[Path]]:
                 subprocess.Popen(
                     command,
                     cwd=folder,
-                    env={**env, STAGING_LAYOUT: f"%s_staging_{name}"},
+                    env=env,  # each workspace merges through a staging dataset of its own
                     stdout=output,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
