@@ -181,6 +181,7 @@ EXPORTED: dict[str, list[str]] = {
         "SemanticLayer",
         "metrics_command",
         "query_metrics",
+        "semantic_manifest",
     ],
     "pipelines.report": [
         "report_command",

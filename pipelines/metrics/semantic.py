@@ -28,7 +28,7 @@ from metricflow_semantics.model.dbt_manifest_parser import (
 from metricflow_semantics.model.semantic_manifest_lookup import SemanticManifestLookup
 
 from pipelines.errors import MetricsError, MetricsUsageError
-from pipelines.metrics import MANIFEST
+from pipelines.metrics.manifest import semantic_manifest
 from pipelines.warehouse import Warehouse
 
 # The periods a time dimension can be cut into (`metric_time__week`); all are UTC.
@@ -103,7 +103,7 @@ class SemanticLayer:
         Raises:
             MetricsError: no build has parsed a semantic layer for it yet (one line).
         """
-        path = warehouse.dbt_dir / MANIFEST
+        path = semantic_manifest(warehouse)
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

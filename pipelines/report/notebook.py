@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,8 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from nbformat import NotebookNode
 
 from pipelines.configuration import DEFAULT_NAME
-from pipelines.errors import ReportError, WarehouseError, first_line
-from pipelines.metrics import MANIFEST
+from pipelines.errors import MetricsError, ReportError, WarehouseError, first_line
+from pipelines.metrics import semantic_manifest
 from pipelines.raw import run_records
 from pipelines.report.page import notebook_html
 from pipelines.shipped import shipped
@@ -78,11 +78,10 @@ def write_report(
     place = Warehouse.of(warehouse)
     names = configured_names(place)
     # The metrics' definitions: those the warehouse's last model build parsed.
-    manifest = place.dbt_dir / MANIFEST
     try:
         with place.local_copy(REPORT_TABLES) as local:
-            return _write(local, out_dir, workspace, names, manifest)
-    except WarehouseError as error:
+            return _write(local, out_dir, workspace, names, lambda: semantic_manifest(place))
+    except (WarehouseError, MetricsError) as error:
         raise ReportError(str(error)) from None
 
 
@@ -91,17 +90,18 @@ def _write(
     out_dir: Path,
     workspace: str | None,
     names: dict[str, str],
-    manifest: Path,
+    manifest_of: Callable[[], Path],
 ) -> Path:
     problem = warehouse.marts_missing(MARTS)
     if problem:
         raise ReportError(problem)
+    manifest = manifest_of()
     path = warehouse.path.resolve()
     parameters: dict[str, Any] = {
         "warehouse": str(path),
         "workspace_names": names,
         "static_charts": False,
-        "semantic_manifest": str(manifest) if manifest.is_file() else "",
+        "semantic_manifest": str(manifest),
     }
     name = f"{path.stem}_funnel.html"
     if workspace is not None:
