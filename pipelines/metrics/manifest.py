@@ -22,8 +22,10 @@ PARSED = Path("semantic") / "semantic_manifest.json"
 
 
 def semantic_manifest(warehouse: Warehouse) -> Path:
-    """The semantic manifest for the warehouse: its last model build's, else one parsed
-    from the project (once; later calls find it).
+    """The semantic manifest for the warehouse: its last model build's, else, for a shared
+    destination (whose builds may have run on another host or folder), one parsed from the
+    project (once; later calls find it). A DuckDB file's builds always write beside it: the
+    path returned may not exist yet, which the caller reports.
 
     Raises:
         MetricsError: neither is at hand and the project cannot be parsed here (one line).
@@ -31,6 +33,8 @@ def semantic_manifest(warehouse: Warehouse) -> Path:
     for candidate in (warehouse.dbt_dir / MANIFEST, warehouse.dbt_dir / PARSED):
         if candidate.is_file():
             return candidate
+    if warehouse.is_file:  # its builds always write beside it: none built yet
+        return warehouse.dbt_dir / MANIFEST
     parsed = warehouse.dbt_dir / PARSED
     _parse(warehouse, parsed.parent)
     if not parsed.is_file():

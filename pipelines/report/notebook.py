@@ -101,7 +101,7 @@ def _write(
         "warehouse": str(path),
         "workspace_names": names,
         "static_charts": False,
-        "semantic_manifest": str(manifest),
+        "semantic_manifest": str(manifest) if manifest.is_file() else "",
     }
     name = f"{path.stem}_funnel.html"
     if workspace is not None:
