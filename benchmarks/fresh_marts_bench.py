@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -33,7 +31,7 @@ import duckdb
 import httpx
 
 from benchmarks.load_bench import START_MS
-from benchmarks.webhooks_bench import free_port, spread
+from benchmarks.webhooks_bench import free_port, spread, start_receiver
 from pipelines.configuration import WorkspaceEntry
 from pipelines.environment import environment_set, source_environment
 from pipelines.errors import SigningEtlError
@@ -47,23 +45,6 @@ from sandbox import RunningSandbox, SandboxConfig
 from sources.signing import Pacing, configured_source
 
 REFRESHED = re.compile(r"marts refreshed in ([0-9.]+) s")
-
-
-def start_receiver(folder: Path, warehouse: Path, port: int, env: dict[str, str], args: Any) -> Any:
-    """`signing-etl webhooks serve` as a user runs it; its log in `receiver.log`."""
-    serve = ["webhooks", "serve", "--duckdb", str(warehouse), "--port", str(port)]
-    timing = ["--load-after", str(args.quiet), "--load-within", str(args.within)]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", *serve, *timing],
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=open(folder / "receiver.log", "w"),  # noqa: SIM115 (the child keeps it)
-        text=True,
-    )
-    assert process.stdout is not None
-    print(process.stdout.readline().strip(), flush=True)
-    return process
 
 
 class Analyst:

@@ -70,6 +70,8 @@ def free_port() -> int:
 
 
 def start_receiver(folder: Path, warehouse: Path, port: int, env: dict[str, str], args: Any) -> Any:
+    """`signing-etl webhooks serve` as a user runs it (`args.quiet`, `args.within`: its
+    timing); its log in `receiver.log`."""
     serve = ["webhooks", "serve", "--duckdb", str(warehouse), "--port", str(port)]
     timing = ["--load-after", str(args.quiet), "--load-within", str(args.within)]
     process = subprocess.Popen(
@@ -81,7 +83,7 @@ def start_receiver(folder: Path, warehouse: Path, port: int, env: dict[str, str]
         text=True,
     )
     assert process.stdout is not None
-    print(process.stdout.readline().strip())
+    print(process.stdout.readline().strip(), flush=True)
     return process
 
 

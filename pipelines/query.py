@@ -7,10 +7,15 @@ from typing import Annotated
 
 import typer
 
-from pipelines.console import output
 from pipelines.console.commands import fail, warehouse_named
-from pipelines.console.options import WarehouseDestination, WarehouseFile
-from pipelines.console.tables import print_rows
+from pipelines.console.options import (
+    ROW_FORMATS,
+    RowLimit,
+    RowsFormat,
+    WarehouseDestination,
+    WarehouseFile,
+)
+from pipelines.console.tables import print_at_most
 from pipelines.errors import SigningEtlError, first_line
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 
@@ -18,14 +23,12 @@ from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 def sql_command(
     query: Annotated[str, typer.Argument(help="SQL to run, read-only.")],
     duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
-    output_format: Annotated[
-        str, typer.Option("--format", help="table (for people), csv or json (one object a row).")
-    ] = "table",
-    limit: Annotated[int, typer.Option(min=1, help="Rows printed at most.")] = 1000,
+    output_format: RowsFormat = "table",
+    limit: RowLimit = 1000,
     destination: WarehouseDestination = DEFAULT_DESTINATION,
 ) -> None:
     """Run a read-only SQL query on the warehouse and print the result."""
-    if output_format not in ("table", "csv", "json"):
+    if output_format not in ROW_FORMATS:
         raise fail("--format must be table, csv or json")
     try:
         names, rows = warehouse_named(duckdb, destination).read_only_query(query, limit + 1)
@@ -33,7 +36,4 @@ def sql_command(
         raise fail(str(error)) from None
     except Exception as error:  # the database's own message, in one line
         raise fail(first_line(error)) from None
-    cut = len(rows) > limit
-    print_rows(names, rows[:limit], output_format)
-    if cut:
-        output.warning(f"the result has more than {limit:,} rows; the first {limit:,} are shown")
+    print_at_most(names, rows, limit, output_format)

@@ -91,3 +91,9 @@ CheckOption = Annotated[
 MaxAgeOption = Annotated[
     float, typer.Option(min=0.01, help="How old a workspace's last load may be for --check.")
 ]
+# What `sql` and `metrics` print their rows as, and how many at most.
+ROW_FORMATS = ("table", "csv", "json")
+RowsFormat = Annotated[
+    str, typer.Option("--format", help="table (for people), csv or json (one object a row).")
+]
+RowLimit = Annotated[int, typer.Option(min=1, help="Rows printed at most.")]

@@ -16,6 +16,16 @@ from pipelines.console.output import PlainTable
 out = output.stdout_console()
 
 
+def print_at_most(
+    names: list[str], rows: list[tuple[Any, ...]], limit: int, output_format: str
+) -> None:
+    """The first `limit` rows (`print_rows`), and a warning when there were more (the caller
+    asks for `limit + 1` to know)."""
+    print_rows(names, rows[:limit], output_format)
+    if len(rows) > limit:
+        output.warning(f"the result has more than {limit:,} rows; the first {limit:,} are shown")
+
+
 def print_rows(names: list[str], rows: list[tuple[Any, ...]], output_format: str) -> None:
     """Rows as a table, as CSV (with a header), or as JSON lines, on stdout."""
     if output_format == "csv":

@@ -9,10 +9,15 @@ from typing import Annotated
 
 import typer
 
-from pipelines.console import output
 from pipelines.console.commands import fail, warehouse_named
-from pipelines.console.options import WarehouseDestination, WarehouseFile
-from pipelines.console.tables import print_rows
+from pipelines.console.options import (
+    ROW_FORMATS,
+    RowLimit,
+    RowsFormat,
+    WarehouseDestination,
+    WarehouseFile,
+)
+from pipelines.console.tables import print_at_most
 from pipelines.errors import SigningEtlError, first_line
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 
@@ -42,14 +47,12 @@ def metrics_command(
         str | None, typer.Option(help="Last day of the period (YYYY-MM-DD, UTC), included.")
     ] = None,
     duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
-    output_format: Annotated[
-        str, typer.Option("--format", help="table (for people), csv or json (one object a row).")
-    ] = "table",
-    limit: Annotated[int, typer.Option(min=1, help="Rows printed at most.")] = 1000,
+    output_format: RowsFormat = "table",
+    limit: RowLimit = 1000,
     destination: WarehouseDestination = DEFAULT_DESTINATION,
 ) -> None:
     """Compute the funnel metrics (defined once, in the dbt project's semantic layer)."""
-    if output_format not in ("table", "csv", "json"):
+    if output_format not in ROW_FORMATS:
         raise fail("--format must be table, csv or json", 2)
     warehouse = warehouse_named(duckdb, destination)
     # MetricFlow costs seconds to import: only when metrics are asked for.
@@ -67,9 +70,7 @@ def metrics_command(
         raise fail(str(error), error.exit_code) from None
     except Exception as error:  # the database's own message, in one line
         raise fail(first_line(error)) from None
-    print_rows(table.names, table.rows[:limit], output_format)
-    if len(table.rows) > limit:
-        output.warning(f"the result has more than {limit:,} rows; the first {limit:,} are shown")
+    print_at_most(table.names, table.rows, limit, output_format)
 
 
 def _names(text: str) -> tuple[str, ...]:

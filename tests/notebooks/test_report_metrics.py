@@ -18,23 +18,12 @@ from pipelines.metrics.semantic import MetricsRequest, query_metrics
 from pipelines.report.notebook import write_report
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox
+from tests.metrics.test_metrics import ALL_METRICS
 from tests.models.workspaces import SHARED_SEED, colliding_workspaces, shared_workspaces
 from tests.support.browser import offline_page
 from tests.support.funnel import sent_between
 
-METRICS = (
-    "sent",
-    "delivered",
-    "opened",
-    "signed",
-    "completed",
-    "expired",
-    "revoked",
-    "completion_rate",
-    "median_hours_to_sign",
-    "waiting_now",
-    "signers_waiting_now",
-)
+METRICS = ALL_METRICS  # every metric the semantic layer defines
 TILES = {
     "kpi-sent": "sent",
     "kpi-delivered": "delivered",
