@@ -142,6 +142,18 @@ def failure_reason(error: BaseException) -> str:
     return first_line(error) if error is innermost else said
 
 
+def caused_by(error: BaseException, cause: BaseException | None) -> bool:
+    """Whether `cause` is `error` or in its chain (dlt wraps what a resource raised)."""
+    seen: list[BaseException] = []
+    link: BaseException | None = error
+    while cause is not None and link is not None and link not in seen:
+        if link is cause:
+            return True
+        seen.append(link)
+        link = link.__cause__ or link.__context__ or getattr(link, "exception", None)
+    return False
+
+
 # SQLSTATEs a retry of the whole run may cure: a transaction rolled back by a conflict (class 40:
 # serialization failure, deadlock), a lock not granted in time, a connection lost, and two
 # writers creating one schema or table at once (a unique violation in the catalog).

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pipelines.configuration import WorkspaceEntry
-from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, failure_reason
+from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, caused_by, failure_reason
 from pipelines.outcome import Outcome
 from pipelines.raw.pipeline import make_pipeline
 from pipelines.raw.run_records import record_incomplete_shipments
@@ -46,6 +46,7 @@ from pipelines.webhooks.ledger import RECORD_TABLES, RowDigests
 from pipelines.webhooks.secrets_file import now_utc, stamp
 from pipelines.webhooks.stream import deliveries_resource
 from sources.signing import (
+    Interrupted,
     Pacing,
     RunControl,
     SigningConfiguration,
@@ -172,7 +173,10 @@ def drain_workspace(
     except AlreadyRunning as error:
         result.outcome, result.reason = BUSY, str(error)
     except EXPECTED_FAILURES as error:
-        result.outcome, result.reason = str(Outcome.FAILED), failure_reason(error)
+        # A drain the receiver's own stop cut short stopped; it did not fail.
+        stopping = isinstance(control.reason, Interrupted) and caused_by(error, control.reason)
+        result.outcome = str(Outcome.STOPPED if stopping else Outcome.FAILED)
+        result.reason = failure_reason(error)
     finally:
         control.finish()
     if result.outcome == Outcome.COMPLETED and control.reason is not None:
