@@ -31,6 +31,7 @@ def _isolated_from_the_users_configuration() -> None:
     os.environ["DLT_PROJECT_DIR"] = empty
     os.environ["DLT_DATA_DIR"] = os.path.join(empty, "global")
     os.environ["XDG_STATE_HOME"] = os.path.join(empty, "state")  # the journals' fallback
+    os.environ["XDG_CACHE_HOME"] = os.path.join(empty, "cache")  # dbt's kept parse, per process
     os.environ.update(SUITE_CADENCE)
 
 

@@ -19,6 +19,7 @@ from dbt.artifacts.schemas.run import RunExecutionResult
 from dbt.cli.main import dbtRunner
 
 from pipelines.errors import ModelsError
+from pipelines.modeling.parse_cache import cached_parse, keep_parse, parse_key
 from pipelines.modeling.record import ModelBuild, record_build
 from pipelines.shipped import shipped
 from pipelines.warehouse import DbtTarget, Warehouse
@@ -182,11 +183,15 @@ def _build(
     if target.name:
         args += ["--target", target.name]
     started = time.monotonic()
+    key = parse_key(PROJECT_DIR, target.name, target.environment)
+    parsed = cached_parse(key)
     with _neutral_argv(command):
-        outcome = dbtRunner().invoke(args)
+        outcome = dbtRunner(manifest=parsed).invoke(args)
     seconds = time.monotonic() - started
     log_file = log_dir / "dbt.log"
     if isinstance(outcome.result, RunExecutionResult):
+        if parsed is None:  # dbt parsed, and the project was valid: kept for the next folder
+            keep_parse(key, work_dir / "target")
         return _count(outcome.result, outcome.success, seconds, log_file)
     reason = outcome.exception or "dbt build failed before running any node"
     return ModelsResult(
