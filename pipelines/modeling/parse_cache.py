@@ -19,10 +19,11 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Mapping
+from functools import cache
+from importlib import metadata
 from pathlib import Path
 
 from dbt.contracts.graph.manifest import Manifest
-from dbt.version import __version__ as dbt_version
 
 CACHE_VARIABLE = "SIGNING_DBT_PARSE_CACHE"
 PARTIAL_PARSE_FILE = "partial_parse.msgpack"
@@ -44,11 +45,11 @@ def cache_folder() -> Path | None:
 
 
 def parse_key(project_dir: Path, target_name: str | None, environment: Mapping[str, str]) -> str:
-    """A digest of everything the parse depends on: dbt's version, where the project is and
+    """A digest of everything the parse depends on: dbt's packages, where the project is and
     every file of it, the profile's output, and the non-secret values its connection reads,
     with a DuckDB file's path cut to its name (dbt names the database after the file)."""
     digest = hashlib.sha256()
-    for part in (dbt_version, str(project_dir.resolve()), target_name or "default"):
+    for part in (*_dbt_versions(), str(project_dir.resolve()), target_name or "default"):
         digest.update(part.encode() + b"\0")
     for name in sorted(environment):
         if name.startswith(_SECRET_PREFIX):
@@ -61,6 +62,17 @@ def parse_key(project_dir: Path, target_name: str | None, environment: Mapping[s
         digest.update(str(path.relative_to(project_dir)).encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+@cache
+def _dbt_versions() -> tuple[str, ...]:
+    """dbt's packages and their versions: the adapters' macros are part of the parse too."""
+    found = {
+        f"{dist.metadata['Name']}=={dist.version}"
+        for dist in metadata.distributions()
+        if (dist.metadata["Name"] or "").lower().startswith("dbt")
+    }
+    return tuple(sorted(found))
 
 
 def _project_files(project_dir: Path) -> list[Path]:
