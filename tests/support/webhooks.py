@@ -48,11 +48,17 @@ def record(running: RunningSandbox, workspace: str | None = None) -> dict[str, A
 def sender_done(running: RunningSandbox, deadline_s: float = DEADLINE_S) -> dict[str, Any]:
     """The sender's record once no delivery waits for an attempt or is being sent."""
 
+    last: dict[str, Any] = {}
+
     def idle() -> bool:
         counts = record(running)["counts"]
+        last.update(counts)
         return bool(counts["waiting"] == 0 and counts["sending"] == 0)
 
-    wait_until(idle, deadline_s, "the sender to finish its deliveries")
+    try:
+        wait_until(idle, deadline_s, "the sender to finish its deliveries")
+    except AssertionError as late:  # what was still under way says why
+        raise AssertionError(f"{late}; its last counts: {last}") from None
     return record(running)
 
 
