@@ -22,13 +22,13 @@ import pytest
 
 from sandbox import RunningSandbox
 from tests.support import SandboxFactory, admin, cli_env, client_for, describe, page_all, run_cli
-from tests.support.needles import scan_files
 from tests.support.postgres import PostgresServer
 from tests.support.privacy import (
     MINIMAL,
     duckdb_contents,
     found_in,
     postgres_contents,
+    scan_files,
     scan_tables,
 )
 

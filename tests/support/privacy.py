@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ahocorasick
 import duckdb
 from dlt.common.versioned_state import decompress_state
 
@@ -108,9 +109,37 @@ def _person(found: PersonalData, name: str, email: str, phone: str | None) -> No
         found.phones.add(phone)
 
 
+class Needles:
+    """A set of needles, each found as written or escaped the way JSON writes non-ASCII, in one
+    pass of an Aho-Corasick automaton (pyahocorasick) over a text, overlapping occurrences
+    included: a 15 MB warehouse file searched for a thousand values, one search per value,
+    took a minute of CPU."""
+
+    def __init__(self, needles: Iterable[str]) -> None:
+        self.wanted = set(needles)
+        self._automaton = ahocorasick.Automaton()
+        forms: dict[str, set[str]] = {}
+        for needle in self.wanted:
+            for form in (needle, json.dumps(needle)[1:-1]):
+                if form:  # the empty needle is in every text; it is answered apart
+                    forms.setdefault(form, set()).add(needle)
+        for form, needles_of_form in forms.items():
+            self._automaton.add_word(form, frozenset(needles_of_form))
+        if forms:
+            self._automaton.make_automaton()
+
+    def found_in(self, text: str) -> set[str]:
+        """The needles `text` holds."""
+        found: set[str] = {""} & self.wanted
+        if self._automaton.kind == ahocorasick.AHOCORASICK:
+            for _, needles in self._automaton.iter(text):
+                found.update(needles)
+        return found
+
+
 def found_in(text: str, needles: Iterable[str]) -> set[str]:
     """The needles `text` holds, as written or escaped the way JSON writes non-ASCII."""
-    return {needle for needle in needles if needle in text or json.dumps(needle)[1:-1] in text}
+    return Needles(needles).found_in(text)
 
 
 def file_text(path: Path) -> str:
@@ -127,10 +156,10 @@ def file_text(path: Path) -> str:
 
 def scan_files(folder: Path, needles: Iterable[str]) -> dict[str, set[str]]:
     """Per file under `folder` (every file, decoded), the needles it holds."""
-    wanted = set(needles)
+    search = Needles(needles)
     hits: dict[str, set[str]] = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        found = found_in(file_text(path), wanted)
+        found = search.found_in(file_text(path))
         if found:
             hits[str(path.relative_to(folder))] = found
     return hits
