@@ -3,10 +3,10 @@ dbt parses the project once for them instead of once each.
 
 dbt keeps its parse of the project (`target/partial_parse.msgpack`) and reuses it only when the
 profile it connects with is unchanged, and a DuckDB profile names the warehouse's path: a build
-at a new path parses ~330 nodes afresh (`dbt parse`: ~14 s of CPU, ~6 s with the saved parse).
-`fresh_place` and `fresh_copy` give a folder holding nothing but that saved parse (and the
-copy), as if the folder were new: nothing else of the tests before (working files, dbt's logs
-and artifacts, run records, journals) is left."""
+at a new path parses ~330 nodes afresh, about half of a build's CPU. `fresh_place` and
+`fresh_copy` give a folder holding nothing but that saved parse (and the copy), as if the folder
+were new: nothing else of the tests before (working files, dbt's logs and artifacts, run
+records, journals) is left."""
 
 from __future__ import annotations
 
