@@ -40,7 +40,6 @@ from tests.support import (
     pointed_at,
     week_of,
 )
-from tests.support.parsed import fresh_copy, fresh_place
 
 INCOMPLETE_TABLE = "_signing_incomplete_shipments"
 AUDIT_TRAIL_CAP = 500  # GET /shipments/{id}/events: newest first, at most 500, no paging
@@ -260,19 +259,12 @@ def assert_marts_match(warehouse: Path, store: Store, complete: set[str], held: 
             assert actual == expected, name
 
 
-@pytest.fixture(scope="module")
-def build_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where this module's tests that build the models build them, one after the other
-    (`fresh_place`, `fresh_copy`): dbt parses the project once for all of them."""
-    return tmp_path_factory.mktemp("builds")
-
-
 # ---------------------------------------------------------------------- stopped loads
 def test_a_load_stopped_part_way_holds_back_the_shipments_still_loading(
-    make_sandbox: SandboxFactory, build_folder: Path
+    make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
     running = make_sandbox(seed=7, shipments=300, limits_enabled=False)
-    warehouse = fresh_place(build_folder)
+    warehouse = tmp_path / "warehouse" / "signing.duckdb"
 
     # Enough requests to list every shipment and fetch the children of part of them.
     assert load(running, warehouse, max_requests=400) is not None
@@ -300,10 +292,10 @@ def test_a_load_stopped_part_way_holds_back_the_shipments_still_loading(
 
 
 def test_a_stop_after_changes_holds_back_shipments_with_older_children(
-    make_sandbox: SandboxFactory, build_folder: Path
+    make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
     running = make_sandbox(seed=11, shipments=200, limits_enabled=False)
-    warehouse = fresh_place(build_folder)
+    warehouse = tmp_path / "signing.duckdb"
     assert load(running, warehouse) is None
     assert_built(build_models(warehouse))
 
@@ -388,10 +380,10 @@ def read_only(folder: Path) -> Iterator[None]:
 
 
 def test_a_warehouse_without_the_list_counts_every_shipment_as_complete(
-    loaded_warehouse: tuple[Path, Store], build_folder: Path
+    loaded_warehouse: tuple[Path, Store], tmp_path: Path
 ) -> None:
     source, store = loaded_warehouse
-    warehouse = fresh_copy(source, build_folder)
+    warehouse = copy_of(source, tmp_path)
     with duckdb.connect(str(warehouse)) as db:
         db.execute(f"drop table if exists raw.{INCOMPLETE_TABLE}")  # an older pipeline's warehouse
 
@@ -412,10 +404,10 @@ def _trail_to_cut(warehouse: Path) -> tuple[str, str]:
 
 
 def test_a_trail_cut_at_the_cap_is_flagged_and_falls_back_to_fields(
-    loaded_warehouse: tuple[Path, Store], build_folder: Path
+    loaded_warehouse: tuple[Path, Store], tmp_path: Path
 ) -> None:
     source, store = loaded_warehouse
-    warehouse = fresh_copy(source, build_folder)
+    warehouse = copy_of(source, tmp_path)
     shipment_id, recipient_id = _trail_to_cut(warehouse)
     # The API returns only the newest 500 events: after 600 more views the loaded trail is
     # those views' newest 500, and every older event (sent, first views, signatures) is gone.
@@ -553,12 +545,12 @@ def test_dbt_cannot_make_its_folder_beside_the_warehouse(
 
 
 def test_an_analyst_holding_the_warehouse_does_not_stop_the_models(
-    loaded_warehouse: tuple[Path, Store], build_folder: Path
+    loaded_warehouse: tuple[Path, Store], tmp_path: Path
 ) -> None:
     # Before the published copy (issue 29), a process holding the file made the build fail in
     # one line ("another process"); now the models build the pipeline's working file and
     # publish it, and the holder keeps reading the copy it opened.
-    warehouse = fresh_copy(loaded_warehouse[0], build_folder)
+    warehouse = copy_of(loaded_warehouse[0], tmp_path)
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -592,9 +584,9 @@ def test_an_analyst_holding_the_warehouse_does_not_stop_the_models(
 
 
 def test_a_failing_test_is_one_line_with_the_log_and_nothing_printed(
-    loaded_warehouse: tuple[Path, Store], build_folder: Path, capfd: pytest.CaptureFixture[str]
+    loaded_warehouse: tuple[Path, Store], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    warehouse = fresh_copy(loaded_warehouse[0], build_folder)
+    warehouse = copy_of(loaded_warehouse[0], tmp_path)
     with duckdb.connect(str(warehouse)) as db:  # an audit event twice: `unique` fails
         db.execute(
             "insert into raw.audit_events select * replace ('x' as _dlt_id) "
@@ -616,12 +608,12 @@ def test_a_failing_test_is_one_line_with_the_log_and_nothing_printed(
 
 
 def test_dbt_writes_its_target_and_logs_beside_the_warehouse(
-    loaded_warehouse: tuple[Path, Store], build_folder: Path
+    loaded_warehouse: tuple[Path, Store], tmp_path: Path
 ) -> None:
-    warehouse = fresh_copy(loaded_warehouse[0], build_folder)
+    warehouse = copy_of(loaded_warehouse[0], tmp_path)
     result = build_models(warehouse, select="stg_signing__webhooks")
     assert (result.success, result.models_passed) == (True, 1), result.summary
-    work = build_folder / ".signing.dbt"
+    work = tmp_path / ".signing.dbt"
     assert dbt_dir_for(warehouse) == work
     assert (work / "target" / "manifest.json").is_file()
     assert (work / "logs" / "dbt.log").is_file()
