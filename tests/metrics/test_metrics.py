@@ -21,9 +21,9 @@ from pipelines.load.run import load_incremental
 from pipelines.metrics.semantic import MetricsRequest, MetricsTable, query_metrics
 from pipelines.modeling.build import build_models
 from pipelines.warehouse import Warehouse
-from sandbox import RunningSandbox, SandboxConfig
-from tests.models.workspaces import load_every_workspace
-from tests.support import MODELS_BUILT, START_MS, cli_env, describe, error_lines, fast, run_cli
+from sandbox import RunningSandbox
+from tests.models.workspaces import SHARED_SEED, colliding_workspaces, shared_workspaces
+from tests.support import MODELS_BUILT, cli_env, describe, error_lines, fast, run_cli
 from tests.support.funnel import funnel_by_period
 from tests.support.postgres import PostgresDatabase, PostgresServer
 
@@ -71,10 +71,12 @@ def loaded(
 ) -> Iterator[Loaded]:
     database = postgres_server.create_database()
     folder = tmp_path_factory.mktemp("metrics")
-    config = SandboxConfig(seed=41, shipments=120, start_ms=START_MS, limits_enabled=False)
-    with RunningSandbox(*config.workspaces(2)) as running, pytest.MonkeyPatch.context() as env:
+    configs = colliding_workspaces(seed=SHARED_SEED)
+    # The DuckDB file the model and report tests read too: loaded (`load_every_workspace`) and
+    # built once a session, from a sandbox with the same data as `running` below.
+    duckdb_file = shared_workspaces(tmp_path_factory, configs).warehouse
+    with RunningSandbox(*configs) as running, pytest.MonkeyPatch.context() as env:
         env.setenv("DESTINATION__POSTGRES__CREDENTIALS", database.credentials)
-        load_every_workspace(running, folder / "signing.duckdb")
         postgres = Warehouse.at(folder / "postgres" / "signing.duckdb", "postgres")
         for key in running.api_keys:
             result = load_incremental(postgres, settings=fast(running, key))
@@ -82,7 +84,7 @@ def loaded(
         built = build_models(postgres)
         assert built.success, built.summary
         assert built.models_passed == MODELS_BUILT, built.summary
-        yield Loaded(running, folder / "signing.duckdb", postgres.path, database, folder)
+        yield Loaded(running, duckdb_file, postgres.path, database, folder)
 
 
 def _metrics(loaded: Loaded, destination: str, request: MetricsRequest) -> MetricsTable:
