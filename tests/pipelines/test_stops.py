@@ -7,12 +7,15 @@ from __future__ import annotations
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipelines.status.read import read_status
+from sandbox import RunningSandbox, SandboxConfig
 from tests.support import (
     MARTS,
+    START_MS,
     SandboxFactory,
     admin,
     cli_env,
@@ -54,25 +57,44 @@ def test_a_first_load_stopped_by_its_budget_exits_75_with_every_mart_built_and_t
     assert "tests:" in first.stderr, describe(first)
     assert " 0 errors" in first.stderr, describe(first)
 
-    second = run_cli(["load", "--duckdb", str(warehouse)], cwd=tmp_path, env=env, timeout=600)
+    # The next run is asked only for raw equal to the sandbox: its models would cost a second
+    # dbt build that nothing here reads.
+    second = run_cli(load_args(warehouse), cwd=tmp_path, env=env, timeout=600)
     assert second.returncode == 0, describe(second)
     assert differences(warehouse, running.store) == {}
 
 
+# The sandbox the signalled loads read: its data follows from its settings alone.
+SIGNALLED: dict[str, Any] = {"shipments": 150, "limits_enabled": False}
+
+
+@pytest.fixture(scope="module")
+def whole_load_requests(tmp_path_factory: pytest.TempPathFactory) -> int:
+    """The requests a whole first load of a `SIGNALLED` sandbox makes, counted once for both
+    signals: each test's own sandbox has the same data, so the same whole load."""
+    folder = tmp_path_factory.mktemp("whole")
+    with RunningSandbox(SandboxConfig(start_ms=START_MS, **SIGNALLED)) as running:
+        whole = run_cli(load_args(folder / "whole.duckdb"), cwd=folder, env=cli_env(running))
+        assert whole.returncode == 0, describe(whole)
+        return served(running)
+
+
 @pytest.mark.parametrize(("sent", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_the_load_keeps_what_was_fetched_and_the_next_run_continues(
-    make_sandbox: SandboxFactory, tmp_path: Path, sent: signal.Signals, code: int
+    make_sandbox: SandboxFactory,
+    whole_load_requests: int,
+    tmp_path: Path,
+    sent: signal.Signals,
+    code: int,
 ) -> None:
-    running = make_sandbox(shipments=150, limits_enabled=False)
+    running = make_sandbox(**SIGNALLED)
     env = cli_env(running)
-    whole = run_cli(load_args(tmp_path / "whole.duckdb"), cwd=tmp_path, env=env)
-    assert whole.returncode == 0, describe(whole)
-    whole_requests = served(running)
+    whole_requests = whole_load_requests
 
     warehouse = tmp_path / "signing.duckdb"
     slow = cli_env(running, requests_per_second=40, burst=5)
     process = start_cli(load_args(warehouse), cwd=tmp_path, env=slow)
-    wait_for_requests(running, whole_requests + 80, process)
+    wait_for_requests(running, 80, process)  # a fresh sandbox: none served before this load
     process.send_signal(sent)
     stopped = finish(process, timeout=60)
 
