@@ -163,7 +163,10 @@ def test_status_answers_while_a_load_holds_the_working_file(
         ).stdout
     )["workspaces"][0]["last_run"]["run_id"]
     admin(running, "POST", "/advance", {"days": 3})
-    slow = cli_env(running, requests_per_second=0.3, burst=1)  # in flight for minutes
+    # In flight for many minutes (a SIGINT ends it once status has answered): three requests at
+    # once, then one every 10 s. At 0.3 a second, three `status` runs on a machine at load 15
+    # took longer than the whole load.
+    slow = cli_env(running, requests_per_second=0.1, burst=3)
     asked = served(running)
     load = start_cli(["load", "--duckdb", str(warehouse), "--no-models"], cwd=tmp_path, env=slow)
     try:
