@@ -24,6 +24,7 @@ import pytest
 
 from sandbox import Contact, RunningSandbox
 from tests.support import SandboxFactory, admin, cli_env, client_for, describe, run_cli
+from tests.support.drains import drained_by
 from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.privacy import (
     HASH_KEY,
@@ -41,7 +42,6 @@ from tests.support.privacy import (
 )
 from tests.support.webhooks import (
     ServedReceiver,
-    drained,
     free_port,
     inbox_status,
     sender_done,
@@ -108,11 +108,11 @@ class Hooked:
         served.start()
         return served
 
-    def drained(self) -> None:
-        """Wait until every delivery the sender made was accepted and drained."""
+    def drained(self, receiver: ServedReceiver) -> None:
+        """Wait until every delivery the sender made was accepted and drained by `receiver`."""
         delivered = sender_done(self.running)["counts"]["delivered"]
         env = cli_env(self.running)
-        drained(self.folder, self.warehouse, env, accepted=delivered)
+        drained_by(receiver, self.folder, self.warehouse, env, accepted=delivered)
 
     def rows(self, query: str, *parameters: Any) -> list[tuple[Any, ...]]:
         """What `query` (`?` for each parameter) finds in the warehouse."""
@@ -186,7 +186,7 @@ def test_a_drain_under_minimal_writes_hashes_only(
     receiver = hooked.receiver(MINIMAL)
     try:
         people = new_people(hooked.running, "minimal")
-        hooked.drained()
+        hooked.drained(receiver)
     finally:
         receiver.stop()
     assert "drain completed" in receiver.log()
@@ -205,7 +205,7 @@ def test_a_receiver_started_before_a_load_changed_the_policy_drains_under_the_ne
         switched = hooked.load(MINIMAL, "--no-models")
         assert "the privacy policy now applies to the rows loaded before" in switched.stderr
         people = new_people(hooked.running, "switched")
-        hooked.drained()
+        hooked.drained(receiver)
     finally:
         receiver.stop()
     log = receiver.log()
@@ -310,7 +310,7 @@ def test_forget_leaves_the_address_nowhere_and_no_drain_or_load_brings_the_perso
             changed = {"email": contact.email, "notes": "called back about the contract"}
             assert api.post("/contacts", json=changed).status_code == 200
         admin(running, "POST", "/advance", {"hours": 48})  # they open and sign: events
-        hooked.drained()
+        hooked.drained(receiver)
     finally:
         receiver.stop()
     assert "drain completed" in receiver.log()
@@ -398,7 +398,7 @@ def test_drains_into_postgresql_follow_the_policy_a_load_changed(
     try:
         hooked.load(MINIMAL, "--no-models")
         people = new_people(running, "postgres")
-        hooked.drained()
+        hooked.drained(receiver)
     finally:
         receiver.stop()
     assert "rows written under this warehouse's privacy policy (minimal" in receiver.log()

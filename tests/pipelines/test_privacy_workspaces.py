@@ -4,6 +4,7 @@ contact id names different people in each)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,27 @@ def cli(running: RunningSandbox, folder: Path, *args: str, **privacy: str) -> An
     return run_cli(list(args), cwd=folder, env={**env, **privacy}, timeout=400)
 
 
-def test_a_new_policy_reaches_every_workspace_when_one_of_them_loads(
-    running: RunningSandbox, tmp_path: Path
-) -> None:
-    warehouse = str(tmp_path / "signing.duckdb")
-    first = cli(running, tmp_path, "load", "--duckdb", warehouse, "--no-models")
+@pytest.fixture(scope="module")
+def loaded_under_keep(running: RunningSandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose warehouse `load --no-models` filled from both workspaces under keep (no
+    privacy settings at all), loaded once: tests that start from it change a copy."""
+    folder = tmp_path_factory.mktemp("loaded_under_keep")
+    first = cli(running, folder, "load", "--duckdb", str(folder / "signing.duckdb"), "--no-models")
     assert first.returncode == 0, describe(first)
+    return folder
+
+
+def copied(loaded: Path, folder: Path) -> str:
+    """The loaded warehouse with its working folders (dlt's state, the working file) copied
+    into `folder`: the same files the load would have left there; its path."""
+    shutil.copytree(loaded, folder, dirs_exist_ok=True)
+    return str(folder / "signing.duckdb")
+
+
+def test_a_new_policy_reaches_every_workspace_when_one_of_them_loads(
+    running: RunningSandbox, loaded_under_keep: Path, tmp_path: Path
+) -> None:
+    warehouse = copied(loaded_under_keep, tmp_path)  # loaded under keep, returned 0
     only_east = ("load", "--duckdb", warehouse, "--no-models", "--workspace", "east")
     switched = cli(running, tmp_path, *only_east, **MINIMAL)
     assert switched.returncode == 0, describe(switched)
@@ -94,10 +110,9 @@ def test_forget_by_contact_id_names_its_workspace_and_erases_that_person_only(
 
 
 def test_forget_without_a_hash_key_or_a_known_contact_fails_in_one_line(
-    running: RunningSandbox, tmp_path: Path
+    running: RunningSandbox, loaded_under_keep: Path, tmp_path: Path
 ) -> None:
-    warehouse = str(tmp_path / "signing.duckdb")
-    assert cli(running, tmp_path, "load", "--duckdb", warehouse, "--no-models").returncode == 0
+    warehouse = copied(loaded_under_keep, tmp_path)  # loaded under keep, returned 0
     for args, privacy, said in (
         (("--email", "someone@example.org"), {}, "SOURCES__SIGNING__PRIVACY__HASH_KEY"),
         (
