@@ -4,6 +4,7 @@ it as it is (and catch the base, not a list of classes)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 import duckdb
@@ -124,18 +125,15 @@ def failure_reason(error: BaseException) -> str:
     """The one line a failure is shown and recorded with: the innermost cause that is one of
     ours (or a missing setting); else, for a failed dlt step, the step and its innermost cause
     (dlt's own message names only the step)."""
-    chain: list[BaseException] = []
-    cause: BaseException | None = error
-    while cause is not None and cause not in chain:
-        chain.append(cause)
+    innermost = error
+    for cause in _chain(error):
+        innermost = cause
         if isinstance(cause, ConfigFieldMissingException):
             return missing_config_reason(cause)
         if isinstance(cause, ConfigValueCannotBeCoercedException):
             return wrong_type_reason(cause)
         if isinstance(cause, SigningEtlError | SigningAPIError):
             return str(cause)
-        cause = cause.__cause__ or cause.__context__ or getattr(cause, "exception", None)
-    innermost = chain[-1]
     said = f"{type(innermost).__name__}: {first_line(innermost)}"
     if isinstance(error, PipelineStepFailed):
         return f"the {error.step} step failed: {said}"
@@ -144,14 +142,18 @@ def failure_reason(error: BaseException) -> str:
 
 def caused_by(error: BaseException, cause: BaseException | None) -> bool:
     """Whether `cause` is `error` or in its chain (dlt wraps what a resource raised)."""
+    return any(link is cause for link in _chain(error))
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """`error`, then what caused it, outwards in: Python's cause or context, or the exception
+    a dlt step failure wraps; each once (a chain may loop)."""
     seen: list[BaseException] = []
     link: BaseException | None = error
-    while cause is not None and link is not None and link not in seen:
-        if link is cause:
-            return True
+    while link is not None and link not in seen:
         seen.append(link)
+        yield link
         link = link.__cause__ or link.__context__ or getattr(link, "exception", None)
-    return False
 
 
 # SQLSTATEs a retry of the whole run may cure: a transaction rolled back by a conflict (class 40:

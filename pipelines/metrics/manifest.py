@@ -5,9 +5,6 @@ and name only, so either serves every engine."""
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from pipelines.environment import environment_set
@@ -49,7 +46,7 @@ def _parse(warehouse: Warehouse, target: Path) -> None:
     """`dbt parse` of the shipped project into `target`: no connection to the warehouse."""
     from dbt.cli.main import dbtRunner  # dbt's imports cost seconds: only when parsing
 
-    from pipelines.modeling.build import PROJECT_DIR
+    from pipelines.modeling.build import PROJECT_DIR, neutral_argv
 
     try:
         dbt = warehouse.dbt_target()
@@ -64,16 +61,5 @@ def _parse(warehouse: Warehouse, target: Path) -> None:
     if dbt.name:
         args += ["--target", dbt.name]
     target.parent.mkdir(parents=True, exist_ok=True)
-    with environment_set(dbt.environment), _argv_of_dbt():
+    with environment_set(dbt.environment), neutral_argv("parse"):
         dbtRunner().invoke(args)
-
-
-@contextlib.contextmanager
-def _argv_of_dbt() -> Iterator[None]:
-    """dbt writes `sys.argv` into its artifacts: ours (a query's names, a path) stays out."""
-    ours = sys.argv
-    sys.argv = ["dbt", "parse"]
-    try:
-        yield
-    finally:
-        sys.argv = ours

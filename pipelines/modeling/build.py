@@ -185,7 +185,7 @@ def _build(
     started = time.monotonic()
     key = parse_key(PROJECT_DIR, target.name, target.environment)
     parsed = cached_parse(key)
-    with _neutral_argv(command):
+    with neutral_argv(command):
         outcome = dbtRunner(manifest=parsed).invoke(args)
     seconds = time.monotonic() - started
     log_file = log_dir / "dbt.log"
@@ -200,7 +200,7 @@ def _build(
 
 
 @contextlib.contextmanager
-def _neutral_argv(command: DbtCommand) -> Iterator[None]:
+def neutral_argv(command: str) -> Iterator[None]:
     """dbt writes `sys.argv` into `run_results.json` and its log as the command that started
     it (`invocation_command`), also when run in this process: it sees `dbt build` instead of
     our command line, whose values (`forget --email`, a path, a query) must reach no file."""

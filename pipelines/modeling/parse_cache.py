@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
+import shutil
+import threading
 from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
@@ -106,13 +107,11 @@ def keep_parse(key: str, target_dir: Path) -> None:
     parsed = target_dir / PARTIAL_PARSE_FILE
     if folder is None or not parsed.is_file():
         return
+    temporary = folder / f".{key}.{os.getpid()}.{threading.get_ident()}.keeping"
     with contextlib.suppress(OSError):
         folder.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".keeping-")
         try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(parsed.read_bytes())
+            shutil.copyfile(parsed, temporary)
             os.replace(temporary, folder / f"{key}.msgpack")
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
+            temporary.unlink(missing_ok=True)
