@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
+import subprocess
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,16 +47,46 @@ STAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (INFO|WARNING|ERROR) ")
 # ---------------------------------------------------------------------- every run recorded
 
 
+@dataclass(frozen=True)
+class RefusedAfterALoad:
+    """A sandbox, a warehouse its key loaded, and a second load whose key it refused."""
+
+    running: RunningSandbox
+    folder: Path
+    loaded: subprocess.CompletedProcess[str]
+    refused: subprocess.CompletedProcess[str]
+    before: datetime  # taken before the first load began
+
+    def copied_to(self, tmp_path: Path) -> Path:
+        """The warehouse, with the working folders beside it, copied under `tmp_path`: a test
+        may change its copy without touching what the other tests read."""
+        shutil.copytree(self.folder, tmp_path, dirs_exist_ok=True)
+        return tmp_path / "signing.duckdb"
+
+
+@pytest.fixture(scope="module")
+def refused_after_a_load(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefusedAfterALoad]:
+    """The two loads that both tests of a refused run read, made once for the module (two CLI
+    runs fewer); each test works on its own copy of the folder."""
+    folder = tmp_path_factory.mktemp("refused_after_a_load")
+    warehouse = folder / "signing.duckdb"
+    config = SandboxConfig(shipments=30, start_ms=START_MS, limits_enabled=False)
+    with RunningSandbox(config) as running:
+        before = datetime.now(UTC)
+        loaded = run_cli(load_args(warehouse), cwd=folder, env=cli_env(running))
+        refused = run_cli(load_args(warehouse), cwd=folder, env=cli_env(running, key="sk_revoked"))
+        yield RefusedAfterALoad(running, folder, loaded, refused, before)
+
+
 def test_a_refused_key_is_recorded_as_a_failed_run_with_its_reason(
-    make_sandbox: SandboxFactory, tmp_path: Path
+    refused_after_a_load: RefusedAfterALoad, tmp_path: Path
 ) -> None:
-    running = make_sandbox(shipments=20, limits_enabled=False)
-    warehouse = tmp_path / "signing.duckdb"
-    loaded = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
+    running, loaded = refused_after_a_load.running, refused_after_a_load.loaded
     assert loaded.returncode == 0, describe(loaded)
 
-    refused = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running, key="sk_revoked"))
+    refused = refused_after_a_load.refused
     assert refused.returncode == 1, describe(refused)
+    warehouse = refused_after_a_load.copied_to(tmp_path)
 
     last = read_status(warehouse).last_run
     assert last is not None
@@ -163,15 +197,14 @@ def test_after_a_stop_the_next_run_starts_with_the_workspaces_that_did_not_load(
 
 
 def test_status_as_json_and_its_freshness_check_for_cron(
-    make_sandbox: SandboxFactory, tmp_path: Path
+    refused_after_a_load: RefusedAfterALoad, tmp_path: Path
 ) -> None:
-    running = make_sandbox(shipments=30, limits_enabled=False)
-    warehouse = tmp_path / "signing.duckdb"
+    running, before = refused_after_a_load.running, refused_after_a_load.before
     env = cli_env(running)
-    before = datetime.now(UTC)
-    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
-    refused = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running, key="sk_gone"))
+    assert refused_after_a_load.loaded.returncode == 0
+    refused = refused_after_a_load.refused
     assert refused.returncode == 1
+    warehouse = refused_after_a_load.copied_to(tmp_path)  # this test changes its runs' times
 
     shown = run_cli(
         ["status", "--duckdb", str(warehouse), "--format", "json"], cwd=tmp_path, env=env
