@@ -112,7 +112,7 @@ class Deployment:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """Every asset materialized once: alpha's raw tables, then beta's with the models."""
-    configs = colliding_workspaces(seed=31, shipments=120)
+    configs = colliding_workspaces(seed=31, shipments=60)
     with RunningSandbox(*configs) as running, configured(environment(running)):
         prepare(dbt_project(), force=True)  # the manifest of the models as they are now
         warehouse = tmp_path_factory.mktemp("dagster") / "signing.duckdb"
