@@ -15,24 +15,14 @@ its nodes, then the medians of the builds after the first.
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-from benchmarks.child import cli_environment, timed_cli_load
+from benchmarks.child import cli_environment, timed_cli, timed_cli_load
 from benchmarks.load_bench import START_MS
 from sandbox import RunningSandbox, SandboxConfig
-
-
-def children_cpu() -> float:
-    """CPU seconds (user and system) of every child waited for so far."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
 
 
 def one_build(loaded: Path, workdir: Path, env: dict[str, str], number: int) -> tuple[float, float]:
@@ -41,18 +31,8 @@ def one_build(loaded: Path, workdir: Path, env: dict[str, str], number: int) -> 
     folder.mkdir()
     warehouse = folder / "signing.duckdb"
     shutil.copyfile(loaded, warehouse)
-    cpu_before, began = children_cpu(), time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "models", "--duckdb", str(warehouse)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wall, cpu = time.perf_counter() - began, children_cpu() - cpu_before
-    if done.returncode != 0:
-        raise RuntimeError(f"the build failed ({done.returncode}): {done.stderr[-800:]}")
-    summary = done.stderr.strip().splitlines()[-1].split("INFO ", 1)[-1]
+    wall, cpu, said = timed_cli(["models", "--duckdb", str(warehouse)], env)
+    summary = said.strip().splitlines()[-1].split("INFO ", 1)[-1]
     print(f"build {number}: {wall:.1f} s wall, {cpu:.1f} s CPU; {summary}", flush=True)
     shutil.rmtree(folder)
     return wall, cpu

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -108,20 +109,32 @@ def cli_environment(base_url: str, api_key: str) -> dict[str, str]:
     return env
 
 
-def timed_cli_load(warehouse: Path, env: dict[str, str], *options: str) -> float:
-    """`signing-etl load` (with `options`) as a scheduler starts it, in a process of its own:
-    its wall time, start-up included; a failed load stops the benchmark."""
-    began = time.perf_counter()
+def timed_cli(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """`signing-etl ARGS` as a scheduler starts it, in a process of its own: its wall and CPU
+    seconds (start-up included) and its standard error; a failed command stops the benchmark."""
+    cpu_before, began = _children_cpu(), time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "load", "--duckdb", str(warehouse), *options],
+        [sys.executable, "-m", "pipelines.cli", *args],
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
+    wall, cpu = time.perf_counter() - began, _children_cpu() - cpu_before
     if done.returncode != 0:
-        raise RuntimeError(f"the load failed ({done.returncode}): {done.stderr[-800:]}")
-    return time.perf_counter() - began
+        raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr[-800:]}")
+    return wall, cpu, done.stderr
+
+
+def timed_cli_load(warehouse: Path, env: dict[str, str], *options: str) -> float:
+    """`signing-etl load` (with `options`) as a scheduler starts it: its wall time."""
+    return timed_cli(["load", "--duckdb", str(warehouse), *options], env)[0]
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of every child process waited for so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _ours(warehouse: Path, base_url: str, api_key: str, workers: int) -> dict[str, Any]:

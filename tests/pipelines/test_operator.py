@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -39,6 +38,7 @@ from tests.support import (
     wait_for_requests,
     workspaces_env,
 )
+from tests.support.built import copied_warehouse
 from tests.support.standin import StandIn
 
 STAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (INFO|WARNING|ERROR) ")
@@ -56,12 +56,6 @@ class RefusedAfterALoad:
     loaded: subprocess.CompletedProcess[str]
     refused: subprocess.CompletedProcess[str]
     before: datetime  # taken before the first load began
-
-    def copied_to(self, tmp_path: Path) -> Path:
-        """The warehouse, with the working folders beside it, copied under `tmp_path`: a test
-        may change its copy without touching what the other tests read."""
-        shutil.copytree(self.folder, tmp_path, dirs_exist_ok=True)
-        return tmp_path / "signing.duckdb"
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +80,7 @@ def test_a_refused_key_is_recorded_as_a_failed_run_with_its_reason(
 
     refused = refused_after_a_load.refused
     assert refused.returncode == 1, describe(refused)
-    warehouse = refused_after_a_load.copied_to(tmp_path)
+    warehouse = copied_warehouse(refused_after_a_load.folder, tmp_path)
 
     last = read_status(warehouse).last_run
     assert last is not None
@@ -204,7 +198,8 @@ def test_status_as_json_and_its_freshness_check_for_cron(
     assert refused_after_a_load.loaded.returncode == 0
     refused = refused_after_a_load.refused
     assert refused.returncode == 1
-    warehouse = refused_after_a_load.copied_to(tmp_path)  # this test changes its runs' times
+    # This test changes its runs' times: on its own copy.
+    warehouse = copied_warehouse(refused_after_a_load.folder, tmp_path)
 
     shown = run_cli(
         ["status", "--duckdb", str(warehouse), "--format", "json"], cwd=tmp_path, env=env

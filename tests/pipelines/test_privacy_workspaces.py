@@ -4,7 +4,6 @@ contact id names different people in each)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, describe, error_lines, run_cli, workspaces_env
+from tests.support.built import copied_warehouse
 from tests.support.privacy import (
     HASH_KEY,
     MINIMAL,
@@ -46,17 +46,10 @@ def loaded_under_keep(running: RunningSandbox, tmp_path_factory: pytest.TempPath
     return folder
 
 
-def copied(loaded: Path, folder: Path) -> str:
-    """The loaded warehouse with its working folders (dlt's state, the working file) copied
-    into `folder`: the same files the load would have left there; its path."""
-    shutil.copytree(loaded, folder, dirs_exist_ok=True)
-    return str(folder / "signing.duckdb")
-
-
 def test_a_new_policy_reaches_every_workspace_when_one_of_them_loads(
     running: RunningSandbox, loaded_under_keep: Path, tmp_path: Path
 ) -> None:
-    warehouse = copied(loaded_under_keep, tmp_path)  # loaded under keep, returned 0
+    warehouse = str(copied_warehouse(loaded_under_keep, tmp_path))  # loaded under keep, returned 0
     only_east = ("load", "--duckdb", warehouse, "--no-models", "--workspace", "east")
     switched = cli(running, tmp_path, *only_east, **MINIMAL)
     assert switched.returncode == 0, describe(switched)
@@ -112,7 +105,7 @@ def test_forget_by_contact_id_names_its_workspace_and_erases_that_person_only(
 def test_forget_without_a_hash_key_or_a_known_contact_fails_in_one_line(
     running: RunningSandbox, loaded_under_keep: Path, tmp_path: Path
 ) -> None:
-    warehouse = copied(loaded_under_keep, tmp_path)  # loaded under keep, returned 0
+    warehouse = str(copied_warehouse(loaded_under_keep, tmp_path))  # loaded under keep, returned 0
     for args, privacy, said in (
         (("--email", "someone@example.org"), {}, "SOURCES__SIGNING__PRIVACY__HASH_KEY"),
         (

@@ -40,6 +40,14 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def copied_warehouse(folder: Path, into: Path) -> Path:
+    """A folder a load filled (`signing.duckdb` and the working folders beside it: dlt's state,
+    the working file) copied into `into`, the same files the load would have left there; the
+    copy's warehouse. A test that changes its copy leaves the original to the others."""
+    shutil.copytree(folder, into, dirs_exist_ok=True)
+    return into / "signing.duckdb"
+
+
 def made_once(
     factory: pytest.TempPathFactory,
     recipe: str,
@@ -59,6 +67,6 @@ def made_once(
             shutil.rmtree(made, ignore_errors=True)  # what a maker that failed left
             made.mkdir()
             notes.write_text(json.dumps(make(made)))
-    shutil.copytree(made, into, dirs_exist_ok=True)
+    copied_warehouse(made, into)
     found: Notes = json.loads(notes.read_text())
     return found
