@@ -27,6 +27,8 @@ from tests.support import MODELS_BUILT, cli_env, describe, error_lines, fast, ru
 from tests.support.funnel import funnel_by_period
 from tests.support.postgres import PostgresDatabase, PostgresServer
 
+pytestmark = pytest.mark.slow  # dbt builds of the models, on DuckDB and PostgreSQL
+
 ALL_METRICS = (
     "sent",
     "delivered",

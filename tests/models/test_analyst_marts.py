@@ -28,6 +28,8 @@ from tests.models.workspaces import (
 from tests.support import earliest, ms_of, week_of
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 
+pytestmark = pytest.mark.slow  # dbt builds of the models, on DuckDB and PostgreSQL
+
 HOUR_MS = 3_600_000
 
 

@@ -41,6 +41,8 @@ from tests.support import (
     week_of,
 )
 
+pytestmark = pytest.mark.slow  # a dbt build per test
+
 INCOMPLETE_TABLE = "_signing_incomplete_shipments"
 AUDIT_TRAIL_CAP = 500  # GET /shipments/{id}/events: newest first, at most 500, no paging
 Numbers = dict[str, Any]

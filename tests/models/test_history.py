@@ -19,6 +19,8 @@ from sandbox import RunningSandbox, SandboxConfig, Shipment, Store
 from tests.support import MODELS_BUILT, START_MS, admin, fast, ms_of
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 
+pytestmark = pytest.mark.slow  # dbt builds of the models between loads, on DuckDB and PostgreSQL
+
 DAY = timedelta(days=1)
 # The status no event explains: a completed shipment the service reports as expired.
 UNEXPLAINED = "expired"

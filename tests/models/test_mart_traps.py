@@ -50,6 +50,8 @@ from tests.support import (
 )
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 
+pytestmark = pytest.mark.slow  # dbt builds of the models, on DuckDB and PostgreSQL
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 NAMES = ("w1", "w2")  # the configured names the two workspaces load under
 DELETED_EACH = 3  # documents, shipments and contacts the application deletes in each workspace

@@ -29,6 +29,8 @@ from tests.support import (
     week_of,
 )
 
+pytestmark = pytest.mark.slow  # dbt builds of the models, unit tests included
+
 HOUR_MS = 3_600_000
 Numbers = dict[str, Any]
 

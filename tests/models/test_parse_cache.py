@@ -21,6 +21,8 @@ from pipelines.modeling.parse_cache import (
 from tests.models.test_marts import assert_marts_match
 from tests.support import MODELS_BUILT, SandboxFactory, fast, pointed_at
 
+pytestmark = pytest.mark.slow  # dbt builds with and without the kept parse
+
 DUCKDB = "SIGNING_WAREHOUSE"
 
 

@@ -39,6 +39,8 @@ from tests.support import MARTS, MODELS_BUILT, START_MS, admin, differences, fas
 from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.truth import postgres_differences
 
+pytestmark = pytest.mark.slow  # dbt builds of the models on a PostgreSQL server
+
 ROLE = "signing_loader"
 PASSWORD = "Pg-s3cret/with@odd:chars"  # must never appear in dbt's logs or artifacts
 SESSION_TIME_ZONE = "America/Los_Angeles"  # UTC-8, UTC-7 in summer

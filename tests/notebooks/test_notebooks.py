@@ -28,6 +28,8 @@ from pipelines.report.notebook import (
 from tests.support import error_lines
 from tests.support.browser import offline_page
 
+pytestmark = pytest.mark.slow  # notebooks executed in a kernel, on built models
+
 ADHOC_NOTEBOOK = NOTEBOOKS_DIR / "adhoc_sql.ipynb"
 # The title of every chart of the funnel notebook, in order (the images' alternative text).
 CHART_TITLES = (

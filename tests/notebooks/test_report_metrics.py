@@ -23,6 +23,8 @@ from tests.models.workspaces import SHARED_SEED, colliding_workspaces, shared_wo
 from tests.support.browser import offline_page
 from tests.support.funnel import sent_between
 
+pytestmark = pytest.mark.slow  # the report rendered and read in Chromium
+
 METRICS = ALL_METRICS  # every metric the semantic layer defines
 TILES = {
     "kpi-sent": "sent",

@@ -21,6 +21,8 @@ from tests.models.workspaces import SHARED_SEED, colliding_workspaces, shared_wo
 from tests.support import cli_env, describe, earliest, fast, run_cli
 from tests.support.browser import offline_page
 
+pytestmark = pytest.mark.slow  # the report rendered and read in Chromium
+
 DAY_MS = 86_400_000
 
 

@@ -27,6 +27,8 @@ from tests.support import (
     mart_tables,
 )
 
+pytestmark = pytest.mark.slow  # Airflow's DAG runs, with loads and builds
+
 EXAMPLE = Path(orchestration.__file__).with_name("airflow_example.py")  # imports Airflow
 GUIDE = Path(__file__).parents[2] / "docs" / "orchestration.md"
 # BashOperator's parameters that the example may use; anything else is a mistake here.

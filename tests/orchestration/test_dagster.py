@@ -51,6 +51,8 @@ from tests.support import (
     workspaces_env,
 )
 
+pytestmark = pytest.mark.slow  # Dagster materializations, with loads and builds
+
 WORKSPACES = ("alpha", "beta")  # the sandbox's two workspaces, in its order
 REFUSED = "gamma"  # a third entry whose key the service refuses
 CHILD_ENDPOINTS = ("/shipments/{id}/events", "/shipments/{id}/fields")

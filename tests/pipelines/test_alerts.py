@@ -15,6 +15,8 @@ import pytest
 
 from tests.support import SandboxFactory, cli_env, describe, load_args, run_cli
 
+pytestmark = pytest.mark.slow  # loads and Apprise notifications per case
+
 
 class Endpoint:
     """A local HTTP endpoint that keeps the JSON bodies POSTed to it."""

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from pipelines.load.run import load_incremental
 from pipelines.warehouse import Warehouse
@@ -131,6 +132,7 @@ def test_sandbox_command_prints_its_url_and_a_key_that_works(tmp_path: Path) -> 
 
 
 # ---------------------------------------------------------------------- load and status
+@pytest.mark.slow
 def test_load_prints_a_summary_and_status_shows_the_run(
     make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
@@ -172,6 +174,7 @@ def test_load_prints_a_summary_and_status_shows_the_run(
     assert {t: shown.get(t) for t in counts} == counts, status.stdout
 
 
+@pytest.mark.slow
 def test_source_settings_come_from_environment_variables(
     make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
@@ -223,6 +226,7 @@ def test_missing_configuration_names_the_variable_to_set(tmp_path: Path) -> None
     assert not any(raw_row_counts(empty / "signing.duckdb").values())
 
 
+@pytest.mark.slow
 def test_a_load_while_another_holds_the_lock_stops_as_busy_and_leaves_the_warehouse_alone(
     make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
@@ -316,6 +320,7 @@ def test_since_that_is_not_a_date_is_a_one_line_error(
     assert not any(raw_row_counts(warehouse).values())
 
 
+@pytest.mark.slow
 def test_log_format_is_taken_after_the_command_too(tmp_path: Path) -> None:
     """`signing-etl load --log-format json`, as a cron line is naturally written, logs JSON
     lines just as `signing-etl --log-format json load` does; a `--` keeps what follows as it is."""

@@ -34,6 +34,8 @@ from tests.support import (
 from tests.support.destinations import WarehouseUnderTest
 from tests.support.truth import compare, deleted_ids, deleted_rows, expected
 
+pytestmark = pytest.mark.slow  # several loads per test and builds, on DuckDB and PostgreSQL
+
 KINDS = ("documents", "contacts", "shipments")
 LISTS = ("/documents", "/contacts", "/shipments")
 NONE_MARKED: dict[str, set[str]] = {kind: set() for kind in KINDS}

@@ -25,6 +25,8 @@ from tests.support.destinations import WarehouseUnderTest
 from tests.support.standin import StandIn
 from tests.support.truth import compare, deleted_ids, expected
 
+pytestmark = pytest.mark.slow  # several loads per test
+
 KINDS: tuple[RecordKind, ...] = ("documents", "contacts", "shipments")
 PASSED_HEADERS = (
     *("content-type", "date", "retry-after", "x-ratelimit-limit"),

@@ -22,6 +22,8 @@ from tests.support.postgres import PostgresServer
 from tests.support.privacy import MINIMAL
 from tests.support.webhooks import free_port
 
+pytestmark = pytest.mark.slow  # CLI runs stopped at each step
+
 DISK_BYTES = 48 * 1024 * 1024  # a first load of 20 shipments and its working copy fit
 
 

@@ -48,6 +48,8 @@ from tests.support.browser import dom_after_load, offline_page
 from tests.support.forked_cli import ForkedCli, forked_cli
 from tests.support.standin import StandIn
 
+pytestmark = pytest.mark.slow  # loads and builds under attack
+
 # Contact names that are markup to rich, a terminal or a log if anything reads them as such.
 MARKUP = "[/]"
 HIDDEN_LINK = "[link=https://evil.example]Click[/link] :warning:"

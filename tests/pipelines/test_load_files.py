@@ -20,6 +20,8 @@ from sandbox import RunningSandbox
 from sources.signing import RunControl, connect, signing_source
 from tests.support import SandboxFactory, admin, differences, fast, pointed_at
 
+pytestmark = pytest.mark.slow  # several loads per test
+
 
 def load(running: RunningSandbox, warehouse: Path) -> LoadResult:
     with pointed_at(running):

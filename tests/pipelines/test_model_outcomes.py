@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 
 from tests.support import SandboxFactory
 from tests.support.cli import cli_env, describe, error_lines, load_args, run_cli
+
+pytestmark = pytest.mark.slow  # dbt builds of changed models
 
 MODEL = "stg_signing__shipments"
 ERRORS = "unique_combination_of_columns"  # the model's unique test (models' YAML)

@@ -41,6 +41,8 @@ from tests.support import (
 from tests.support.built import copied_warehouse
 from tests.support.standin import StandIn
 
+pytestmark = pytest.mark.slow  # CLI loads and builds as a scheduler runs them
+
 STAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (INFO|WARNING|ERROR) ")
 
 

@@ -36,6 +36,8 @@ from tests.support.privacy import (
     scan_tables,
 )
 
+pytestmark = pytest.mark.slow  # loads and builds under each policy
+
 # Mart columns that carry a personal column through (hashed or dropped under `minimal`); every
 # other column, counts and durations among them, must not change with the policy.
 

@@ -23,6 +23,8 @@ from tests.support.privacy import (
     scan_tables,
 )
 
+pytestmark = pytest.mark.slow  # loads of several workspaces under policies
+
 
 @pytest.fixture(scope="module")
 def running() -> Iterator[RunningSandbox]:

@@ -38,6 +38,8 @@ from tests.support import (
     wait_for_requests,
 )
 
+pytestmark = pytest.mark.slow  # loads beside readers holding the file
+
 # A process that holds one connection to a DuckDB file for its whole life and answers one
 # query per line it reads: what a notebook kernel or a BI tool does.
 HOLDER = textwrap.dedent(

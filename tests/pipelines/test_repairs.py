@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 from dlt.common.versioned_state import decompress_state
 
 from pipelines.load.run import LoadOptions, LoadResult, load_incremental
@@ -21,6 +22,8 @@ from tests.support.cli import cli_env, describe, error_lines, load_args, run_cli
 from tests.support.destinations import WarehouseUnderTest
 from tests.support.loading import fast
 from tests.support.truth import compare, deleted_ids, expected, ms_to_iso
+
+pytestmark = pytest.mark.slow  # several loads per test
 
 # Every raw table of a list, and the tables that travel with it.
 CONTACT_TABLES = ("contacts", "contacts__custom", "contacts__group_ids")

@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, describe, error_lines, run_cli, workspaces_env
 from tests.support.cli import load_args
+
+pytestmark = pytest.mark.slow  # several loads per test
 
 
 def _names(warehouse: Path, folder: Path, env: dict[str, str]) -> list[str]:

@@ -7,7 +7,11 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support import SandboxFactory, cli_env, describe, load_args, message_lines, run_cli
+
+pytestmark = pytest.mark.slow  # a load and a build before the queries
 
 
 def test_sql_writes_csv_and_json_and_says_when_a_result_is_cut(

@@ -35,6 +35,8 @@ from tests.support import (
     wait_for_requests,
 )
 
+pytestmark = pytest.mark.slow  # CLI loads stopped and resumed
+
 
 def test_a_first_load_stopped_by_its_budget_exits_75_with_every_mart_built_and_tested(
     make_sandbox: SandboxFactory, tmp_path: Path

@@ -44,6 +44,8 @@ from tests.support import (
     workspaces_env,
 )
 
+pytestmark = pytest.mark.slow  # loads of several workspaces
+
 LEGACY_WAREHOUSE = Path(__file__).parents[1] / "fixtures" / "warehouse_before_workspaces.duckdb.gz"
 ROOT_TABLES = ("workspaces", "documents", "shipments", "contacts", "audit_events", "webhooks")
 

@@ -37,6 +37,8 @@ from tests.support import (
 )
 from tests.support.postgres import PostgresDatabase, PostgresServer
 
+pytestmark = pytest.mark.slow  # CLI loads and builds on a PostgreSQL server
+
 
 @pytest.fixture(scope="module")
 def loaded(

@@ -8,9 +8,13 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, describe, run_cli, workspaces_env
 from tests.support.postgres import PostgresDatabase, PostgresServer
+
+pytestmark = pytest.mark.slow  # side-by-side first loads on a PostgreSQL server
 
 WORKSPACES = 6
 

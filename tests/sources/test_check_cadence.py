@@ -14,12 +14,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from pipelines.load.run import LoadResult, load_incremental
 from sandbox import RunningSandbox
 from sources.signing import settings
 from tests.support import SandboxFactory, admin, differences, fast, pointed_at
 from tests.support.truth import actual, compare, deleted_rows, expected
+
+pytestmark = pytest.mark.slow  # a day of hourly loads
 
 HOUR_MS = 3_600_000
 CADENCE_HOURS = 6  # the documented default of count_check_every_hours

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 
 from pipelines.load.run import LoadResult, load_incremental
 from tests.support import FakeAPI, FakeWorkspace, StandIn, fast, source_env
@@ -160,6 +161,7 @@ def query(warehouse: Path, sql: str) -> list[tuple[Any, ...]]:
         return connection.execute(sql).fetchall()
 
 
+@pytest.mark.slow
 def test_a_forged_dlt_id_changes_no_other_workspaces_rows(tmp_path: Path) -> None:
     first, second = forged_workspace("ws_first"), forged_workspace("ws_second")
     api = FakeAPI({"key_first": first, "key_second": second})

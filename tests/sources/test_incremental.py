@@ -105,6 +105,7 @@ def shipment_snapshot(running: RunningSandbox) -> dict[str, JSON]:
 
 
 # ---------------------------------------------------------------------- 1. first load
+@pytest.mark.slow
 def test_first_load_equals_the_sandbox_with_types_and_workspace(
     make_sandbox: SandboxFactory, warehouse: Path
 ) -> None:
@@ -194,6 +195,7 @@ def test_first_load_equals_the_sandbox_with_types_and_workspace(
 
 
 # ---------------------------------------------------------------------- 2. second load
+@pytest.mark.slow
 def test_second_load_fetches_children_only_for_changed_shipments(
     make_sandbox: SandboxFactory, warehouse: Path
 ) -> None:
@@ -247,6 +249,7 @@ def test_a_run_with_nothing_changed_loads_no_row_and_lists_once(
 
 
 # ---------------------------------------------------------------------- 4. activity while paging
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["asc", "desc"])
 def test_activity_while_paging_loses_nothing(
     make_sandbox: SandboxFactory, warehouse: Path, order: str

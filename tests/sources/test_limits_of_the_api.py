@@ -70,6 +70,7 @@ def test_an_audit_trail_cut_at_500_events_is_counted_and_shown(
     assert "Audit trails cut at the API's 500 events: 1 " in shown.stdout, describe(shown)
 
 
+@pytest.mark.slow
 def test_a_retry_after_longer_than_the_run_waits_stops_it_with_exit_75(
     make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:

@@ -40,6 +40,8 @@ from tests.support import (
 )
 from tests.support.forked_cli import forked_cli
 
+pytestmark = pytest.mark.slow  # loads under injected faults and rate limits
+
 # Limits that never bind, for tests about one other limit.
 UNBOUND = {"requests_per_second": 1000, "burst": 1000, "requests_per_minute": 100_000}
 CONTACT_TABLES = {"contacts", "contacts__custom"}

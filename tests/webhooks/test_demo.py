@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from pipelines.demo import run_demo
 
 
+@pytest.mark.slow
 def test_the_demo_shows_a_shipment_sent_in_the_sandbox_reaching_raw_through_the_receiver(
     tmp_path: Path,
 ) -> None:

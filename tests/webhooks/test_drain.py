@@ -33,6 +33,8 @@ from tests.support import (
     served,
 )
 
+pytestmark = pytest.mark.slow  # loads and drains into a warehouse
+
 
 @pytest.fixture
 def loaded(make_sandbox: SandboxFactory, tmp_path: Path) -> tuple[RunningSandbox, Path]:

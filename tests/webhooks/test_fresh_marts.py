@@ -8,10 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from sandbox import RunningSandbox
 from tests.support import SandboxFactory, cli_env, client_for, describe, run_cli
 from tests.support.webhooks import ServedReceiver, free_port, wait_until
+
+pytestmark = pytest.mark.slow  # drains with a build after each
 
 SENT = 4  # shipments sent through the API while the receiver runs
 MARTS_DEADLINE_S = 600.0  # a generous bound on a loaded machine; no time is asserted

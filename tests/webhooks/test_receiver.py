@@ -5,6 +5,7 @@ input never earns a 5xx nor forges a log line."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import time
@@ -16,11 +17,11 @@ import httpx
 import orjson
 import pytest
 
+from tests.support.forked_cli import ForkedCli, forked_cli
 from tests.support.webhooks import (
     ServedReceiver,
     delivery,
     free_port,
-    inbox_status,
     subscribed_receiver,
     wait_until,
 )
@@ -32,12 +33,13 @@ WORKSPACE_ID = "ws_receiver_test"
 class Served:
     """The module's receiver: its URL, folder and warehouse."""
 
-    def __init__(self, folder: Path, receiver: ServedReceiver, url: str) -> None:
+    def __init__(self, folder: Path, receiver: ServedReceiver, url: str, cli: ForkedCli) -> None:
         self.folder = folder
         self.warehouse = folder / "signing.duckdb"
         self.receiver = receiver
         self.url = url
         self.env = receiver.env
+        self.cli = cli  # `webhooks status` runs, without an interpreter's start-up each
 
     def kept(self) -> dict[str, tuple[Any, ...]]:
         """The inbox's deliveries, read with plain sqlite3: id -> (event, kind, record id)."""
@@ -60,7 +62,15 @@ class Served:
         return int(row[0])
 
     def counts(self) -> dict[str, Any]:
-        return dict(inbox_status(self.folder, self.warehouse, self.env).get("default", {}))
+        """`signing-etl webhooks status --format json` of the default workspace."""
+        done = self.cli.run(
+            ["webhooks", "status", "--duckdb", str(self.warehouse), "--format", "json"]
+        )
+        assert done.returncode == 0, done.stderr
+        by_workspace = {
+            entry["workspace"]: entry for entry in map(json.loads, done.stdout.splitlines())
+        }
+        return dict(by_workspace.get("default", {}))
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +82,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     [line] = receiver.start()
     url = f"http://127.0.0.1:{port}/default"
     assert line == f"workspace default: {url}"
-    yield Served(folder, receiver, url)
+    with forked_cli(folder, receiver.env) as cli:
+        yield Served(folder, receiver, url, cli)
     assert receiver.stop() == 128 + signal.SIGTERM
 
 

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from sandbox import RunningSandbox
 from tests.support import (
@@ -22,6 +23,8 @@ from tests.support import (
     run_cli,
 )
 from tests.support.webhooks import ServedReceiver, drained, free_port, sender_done
+
+pytestmark = pytest.mark.slow  # loads and drains with dropped deliveries
 
 CHANGES = 12  # of each: contacts created, shipments sent (one event each)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 import httpx
+import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -25,6 +26,8 @@ from tests.support import FAST, SandboxFactory, client_for, differences, fast
 from tests.support.cli import cli_env
 from tests.support.standin import StandIn
 from tests.support.webhooks import inbox_status
+
+pytestmark = pytest.mark.slow  # drains and loads through a stand-in
 
 
 class Redirecting:

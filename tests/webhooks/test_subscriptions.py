@@ -16,6 +16,8 @@ from sandbox import RunningSandbox
 from tests.support import SandboxFactory, cli_env, error_lines, new_key, run_cli
 from tests.support.webhooks import ServedReceiver, delivery, free_port
 
+pytestmark = pytest.mark.slow  # CLI runs against the sandbox per case
+
 EVENTS = {
     "shipment.sent",
     "shipment.opened",
