@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -60,15 +62,17 @@ class ForkedCli:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            start_new_session=True,  # its children are its group: a hung one is ended with it
         )
         self._count = 0
 
     def run(
-        self, args: Sequence[str], *, cwd: Path | None = None
+        self, args: Sequence[str], *, cwd: Path | None = None, timeout: float = 300
     ) -> subprocess.CompletedProcess[str]:
         """`signing-etl ARGS` to the end, as `run_cli` runs it with this environment, in this
         folder or `cwd` (the import reads no working folder: dlt finds its own when a command
-        first asks for its configuration)."""
+        first asks for its configuration). A command that outlives `timeout` is ended with the
+        forking process and reported as `run_cli` reports it (`subprocess.TimeoutExpired`)."""
         assert self._forker.stdin is not None
         assert self._forker.stdout is not None
         self._count += 1
@@ -77,6 +81,12 @@ class ForkedCli:
         request = {"args": list(args), "cwd": where, "stdout": str(out), "stderr": str(err)}
         self._forker.stdin.write(json.dumps(request) + "\n")
         self._forker.stdin.flush()
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(self._forker.stdout, selectors.EVENT_READ)
+            if not waiting.select(timeout):
+                os.killpg(self._forker.pid, signal.SIGKILL)
+                self._forker.wait()
+                raise subprocess.TimeoutExpired(["signing-etl", *args], timeout)
         reply = self._forker.stdout.readline()
         assert reply, f"the forking process ended (exit {self._forker.wait()})"
         code = os.waitstatus_to_exitcode(int(reply))  # as subprocess reports it

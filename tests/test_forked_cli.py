@@ -1,0 +1,53 @@
+"""The tests' forked CLI (`tests/support/forked_cli.py`) answers as a fresh `signing-etl`
+process does, and a command that hangs is ended at its timeout, its process with it, as
+`run_cli` ends one."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import cli_env, run_cli
+from tests.support.forked_cli import forked_cli
+from tests.support.webhooks import wait_until
+
+
+def _running_in_group(group: int) -> list[int]:
+    """The pids of the processes of process group `group` still running (from /proc; an
+    ended one its parent has not reaped yet is a zombie, state Z)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, process_group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except OSError:  # the process ended while listed
+            continue
+        if int(process_group) == group and state != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _without_times(stderr: str) -> list[str]:
+    """stderr's lines without the log's leading timestamp (two runs differ in it only)."""
+    return [line.split(" ", 1)[-1] for line in stderr.splitlines()]
+
+
+def test_a_forked_command_answers_as_a_fresh_process(tmp_path: Path) -> None:
+    env = cli_env(None)
+    args = ["sql", "--duckdb", str(tmp_path / "missing.duckdb"), "select 1"]
+    fresh = run_cli(args, cwd=tmp_path, env=env)
+    with forked_cli(tmp_path, env) as cli:
+        forked = cli.run(args)
+    assert fresh.returncode != 0, fresh.stdout
+    assert (forked.returncode, forked.stdout) == (fresh.returncode, fresh.stdout)
+    assert _without_times(forked.stderr) == _without_times(fresh.stderr)
+
+
+def test_a_command_that_outlives_its_timeout_is_ended_with_its_process(tmp_path: Path) -> None:
+    with forked_cli(tmp_path, cli_env(None)) as cli:
+        group = cli._forker.pid  # the forking process leads the group of the commands' processes
+        with pytest.raises(subprocess.TimeoutExpired):
+            cli.run(["sandbox", "--port", "0", "--shipments", "5"], timeout=5)
+        # SIGKILL is delivered at once, but a process takes a moment to end.
+        wait_until(lambda: _running_in_group(group) == [], 30, "the hung command's process ended")
