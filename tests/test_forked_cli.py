@@ -46,7 +46,7 @@ def test_a_forked_command_answers_as_a_fresh_process(tmp_path: Path) -> None:
 
 def test_a_command_that_outlives_its_timeout_is_ended_with_its_process(tmp_path: Path) -> None:
     with forked_cli(tmp_path, cli_env(None)) as cli:
-        group = cli._forker.pid  # the forking process leads the group of the commands' processes
+        group = cli.process_group
         with pytest.raises(subprocess.TimeoutExpired):
             cli.run(["sandbox", "--port", "0", "--shipments", "5"], timeout=5)
         # SIGKILL is delivered at once, but a process takes a moment to end.

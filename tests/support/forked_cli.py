@@ -66,6 +66,11 @@ class ForkedCli:
         )
         self._count = 0
 
+    @property
+    def process_group(self) -> int:
+        """The process group of the forking process and of every command it forks."""
+        return self._forker.pid
+
     def run(
         self, args: Sequence[str], *, cwd: Path | None = None, timeout: float = 300
     ) -> subprocess.CompletedProcess[str]:
@@ -84,7 +89,7 @@ class ForkedCli:
         with selectors.DefaultSelector() as waiting:
             waiting.register(self._forker.stdout, selectors.EVENT_READ)
             if not waiting.select(timeout):
-                os.killpg(self._forker.pid, signal.SIGKILL)
+                os.killpg(self.process_group, signal.SIGKILL)
                 self._forker.wait()
                 raise subprocess.TimeoutExpired(["signing-etl", *args], timeout)
         reply = self._forker.stdout.readline()
