@@ -5,7 +5,6 @@ input never earns a 5xx nor forges a log line."""
 
 from __future__ import annotations
 
-import json
 import signal
 import sqlite3
 import time
@@ -22,6 +21,7 @@ from tests.support.webhooks import (
     ServedReceiver,
     delivery,
     free_port,
+    inbox_status,
     subscribed_receiver,
     wait_until,
 )
@@ -62,15 +62,8 @@ class Served:
         return int(row[0])
 
     def counts(self) -> dict[str, Any]:
-        """`signing-etl webhooks status --format json` of the default workspace."""
-        done = self.cli.run(
-            ["webhooks", "status", "--duckdb", str(self.warehouse), "--format", "json"]
-        )
-        assert done.returncode == 0, done.stderr
-        by_workspace = {
-            entry["workspace"]: entry for entry in map(json.loads, done.stdout.splitlines())
-        }
-        return dict(by_workspace.get("default", {}))
+        status = inbox_status(self.folder, self.warehouse, self.env, forked=self.cli)
+        return dict(status.get("default", {}))
 
 
 @pytest.fixture(scope="module")
