@@ -117,7 +117,6 @@ def test_no_429_when_the_pacer_matches_steady_limits(
     assert differences(warehouse, running.store) == {}
 
 
-@pytest.mark.slow
 def test_the_pacer_reads_a_tight_per_minute_window_from_the_headers(
     make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
@@ -311,9 +310,7 @@ def test_children_left_by_a_stopped_run_are_fetched_when_nothing_else_changed(
 
 
 # ---------------------------------------------------------------------- SIGKILL
-@pytest.mark.parametrize(
-    "seed", [pytest.param(1, marks=pytest.mark.slow), pytest.param(5, marks=pytest.mark.slow), 2]
-)
+@pytest.mark.parametrize("seed", [1, 5, 2])
 def test_a_run_killed_at_any_moment_is_completed_by_the_next(
     make_sandbox: SandboxFactory, tmp_path: Path, seed: int
 ) -> None:
