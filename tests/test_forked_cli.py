@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import cli_env, run_cli
+from tests.support import cli_env, run_fresh_cli
 from tests.support.forked_cli import forked_cli
 from tests.support.webhooks import wait_until
 
@@ -36,7 +36,7 @@ def _without_times(stderr: str) -> list[str]:
 def test_a_forked_command_answers_as_a_fresh_process(tmp_path: Path) -> None:
     env = cli_env(None)
     args = ["sql", "--duckdb", str(tmp_path / "missing.duckdb"), "select 1"]
-    fresh = run_cli(args, cwd=tmp_path, env=env)
+    fresh = run_fresh_cli(args, cwd=tmp_path, env=env)
     with forked_cli(tmp_path, env) as cli:
         forked = cli.run(args)
     assert fresh.returncode != 0, fresh.stdout

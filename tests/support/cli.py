@@ -3,16 +3,20 @@ environment variables, and reading what it printed."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox import RunningSandbox
 
+from .forked_cli import ForkedCli, starts_alike
 from .loading import FAST
 from .sandboxes import served
 
@@ -92,8 +96,45 @@ def load_args(warehouse: Path, *options: str) -> list[str]:
 def run_cli(
     args: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """`signing-etl ARGS` to the end (killed and reported if it outlives `timeout`: generous,
-    since a load with its models on a shared, busy machine can take minutes)."""
+    """`signing-etl ARGS` to the end, in a process of its own with `env` and `cwd` alone, as
+    `run_fresh_cli` runs it, but forked from this test process's forking process
+    (`tests/support/forked_cli.py`), so it skips the seconds of importing the CLI and dbt. A
+    command whose environment starts Python differently, or that runs while another of this
+    process's commands does (a test's threads), gets a fresh interpreter instead. Killed and
+    reported if it outlives `timeout` (generous, since a load with its models on a shared,
+    busy machine can take minutes)."""
+    if not _FORKING.acquire(blocking=False):  # another thread's command is running
+        return run_fresh_cli(args, cwd=cwd, env=env, timeout=timeout)
+    try:
+        forker = _forker()
+        if not starts_alike(env, forker.env):
+            return run_fresh_cli(args, cwd=cwd, env=env, timeout=timeout)
+        return forker.run(args, cwd=cwd, env=env, timeout=timeout)
+    finally:
+        _FORKING.release()
+
+
+# This process's forking process (one per pytest worker), started by the first `run_cli` and
+# again after a timeout ended it; one command at a time goes through it.
+_FORKING = threading.Lock()
+_FORKERS: list[ForkedCli] = []
+
+
+def _forker() -> ForkedCli:
+    """The forking process, started (or restarted) with this process's environment less
+    dlt's settings (every command brings its own folder and environment)."""
+    if not _FORKERS or not _FORKERS[-1].alive:
+        if not _FORKERS:
+            atexit.register(lambda: _FORKERS[-1].close())
+        _FORKERS.append(ForkedCli(Path(tempfile.gettempdir()), cli_env(None)))
+    return _FORKERS[-1]
+
+
+def run_fresh_cli(
+    args: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`signing-etl ARGS` to the end in a fresh interpreter (`python -m pipelines.cli`),
+    killed and reported if it outlives `timeout`."""
     return subprocess.run(
         [sys.executable, "-m", "pipelines.cli", *args],
         cwd=cwd,

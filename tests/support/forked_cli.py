@@ -1,13 +1,17 @@
 """`signing-etl` commands run in processes forked from one that has imported the CLI already:
-each is its own process with its own exit code and streams, as `run_cli` gives, without the
-seconds of CPU that importing the CLI costs every fresh interpreter.
+each is its own process with its own exit code and streams, as a fresh interpreter gives,
+without the seconds of CPU that importing the CLI (and dbt, for a command that builds the
+models) costs every fresh interpreter.
 
-The forking process starts with the working folder and environment every command of it gets,
-imports `pipelines.cli` and nothing else, and forks one child per command; the child runs the
-console script's own entry point (`pipelines.cli:run`) and exits as a fresh process would (exit
-handlers, flushed streams, a traceback and exit 1 for an uncaught exception). So a command run
-here sees what it would see as `python -m pipelines.cli`, minus the wait for the import. Use it
-where a test runs many short commands with one folder and one environment."""
+The forking process imports `pipelines.cli` and dbt's runner and nothing else, reads no
+configuration, and forks one child per command. The child takes the command's working folder
+and environment (the whole of `os.environ`, replaced), then runs the console script's own entry
+point (`pipelines.cli:run`) and exits as a fresh process would (exit handlers, flushed streams,
+a traceback and exit 1 for an uncaught exception). So a command run here sees what it would see
+as `python -m pipelines.cli`, minus the wait for the import: the CLI, dlt and dbt read their
+settings from the environment when a command first asks, never at import. What an interpreter
+reads as it starts (`PYTHON*`, the locale) cannot be changed after it; `run_cli` runs a command
+whose environment differs there in a fresh process (`starts_alike`)."""
 
 from __future__ import annotations
 
@@ -19,23 +23,33 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-# The forking process: reads one request a line ({"args", "cwd", "stdout", "stderr"}), answers each
-# with the child's wait status. Single-threaded (checked), so forking it is safe.
+# Imported by the forking process before its first fork: the CLI, and dbt's runner, which a
+# command that builds the models imports on its way (about 3 s of CPU of its own).
+WARM_IMPORTS = ("pipelines.cli", "pipelines.modeling.build", "dbt.cli.main")
+
+# The forking process: reads one request a line ({"args", "cwd", "env", "stdout", "stderr"}),
+# answers each with the child's wait status. Single-threaded (checked), so forking it is safe.
 _FORKER = """
-import json, os, sys, threading
+import importlib, json, os, sys, threading, time
+for module in sys.argv[1:]:
+    importlib.import_module(module)
 import pipelines.cli
 if threading.active_count() != 1:
-    sys.exit("importing pipelines.cli started threads: forking would not be safe")
+    sys.exit("importing the CLI started threads: forking would not be safe")
 replies = sys.stdout
 for line in sys.stdin:
     request = json.loads(line)
     pid = os.fork()
     if pid == 0:
         os.chdir(request["cwd"])
+        if request["env"] is not None:
+            os.environ.clear()
+            os.environ.update(request["env"])
+            time.tzset()
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
             os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
@@ -49,14 +63,28 @@ for line in sys.stdin:
 """
 
 
+def _read_at_start(name: str) -> bool:
+    """Whether the interpreter reads variable `name` as it starts (so a forked child cannot
+    take a new value of it): Python's own settings and the locale."""
+    return name.startswith(("PYTHON", "LC_")) or name in ("LANG", "LANGUAGE")
+
+
+def starts_alike(env: Mapping[str, str], other: Mapping[str, str]) -> bool:
+    """Whether two environments start an interpreter alike (`_read_at_start`)."""
+    names = {name for name in (*env, *other) if _read_at_start(name)}
+    return all(env.get(name) == other.get(name) for name in names)
+
+
 class ForkedCli:
-    """One forking process (see the module) for commands in `cwd` with the environment `env`."""
+    """One forking process (see the module) for commands in `cwd` with the environment `env`
+    (a command may bring its own folder and environment)."""
 
     def __init__(self, cwd: Path, env: dict[str, str]) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="forked-cli-"))
         self._cwd = cwd
+        self.env = dict(env)
         self._forker = subprocess.Popen(
-            [sys.executable, "-c", _FORKER],
+            [sys.executable, "-c", _FORKER, *WARM_IMPORTS],
             cwd=cwd,
             env=env,
             stdin=subprocess.PIPE,
@@ -71,27 +99,48 @@ class ForkedCli:
         """The process group of the forking process and of every command it forks."""
         return self._forker.pid
 
+    @property
+    def alive(self) -> bool:
+        """Whether the forking process still takes commands (a timeout ends it)."""
+        return self._forker.poll() is None
+
     def run(
-        self, args: Sequence[str], *, cwd: Path | None = None, timeout: float = 300
+        self,
+        args: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 300,
     ) -> subprocess.CompletedProcess[str]:
-        """`signing-etl ARGS` to the end, as `run_cli` runs it with this environment, in this
-        folder or `cwd` (the import reads no working folder: dlt finds its own when a command
-        first asks for its configuration). A command that outlives `timeout` is ended with the
-        forking process and reported as `run_cli` reports it (`subprocess.TimeoutExpired`)."""
+        """`signing-etl ARGS` to the end, as `run_fresh_cli` runs it, in this folder or `cwd`,
+        with this environment or `env` (the import reads neither: dlt finds its folder and
+        settings when a command first asks). A command that outlives `timeout`, or whose
+        caller is interrupted while it runs, is ended with the forking process; a timeout is
+        reported as `run_fresh_cli` reports it (`subprocess.TimeoutExpired`)."""
         assert self._forker.stdin is not None
         assert self._forker.stdout is not None
+        if env is not None and not starts_alike(env, self.env):
+            raise ValueError("env differs from the forking process's in what starts Python")
         self._count += 1
         out, err = (self._folder / f"{self._count}.{name}" for name in ("stdout", "stderr"))
-        where = str(cwd or self._cwd)
-        request = {"args": list(args), "cwd": where, "stdout": str(out), "stderr": str(err)}
+        request = {
+            "args": list(args),
+            "cwd": str(cwd or self._cwd),
+            "env": None if env is None else dict(env),
+            "stdout": str(out),
+            "stderr": str(err),
+        }
         self._forker.stdin.write(json.dumps(request) + "\n")
         self._forker.stdin.flush()
-        with selectors.DefaultSelector() as waiting:
-            waiting.register(self._forker.stdout, selectors.EVENT_READ)
-            if not waiting.select(timeout):
-                os.killpg(self.process_group, signal.SIGKILL)
-                self._forker.wait()
-                raise subprocess.TimeoutExpired(["signing-etl", *args], timeout)
+        try:
+            with selectors.DefaultSelector() as waiting:
+                waiting.register(self._forker.stdout, selectors.EVENT_READ)
+                if not waiting.select(timeout):
+                    raise subprocess.TimeoutExpired(["signing-etl", *args], timeout)
+        except BaseException:  # a timeout, or the test's own (pytest-timeout, ^C): no reply left
+            os.killpg(self.process_group, signal.SIGKILL)
+            self._forker.wait()
+            raise
         reply = self._forker.stdout.readline()
         assert reply, f"the forking process ended (exit {self._forker.wait()})"
         code = os.waitstatus_to_exitcode(int(reply))  # as subprocess reports it
@@ -106,7 +155,8 @@ class ForkedCli:
         """End the forking process (it exits when its input ends)."""
         if self._forker.stdin is not None:
             self._forker.stdin.close()
-        self._forker.wait(timeout=30)
+        if self.alive:
+            self._forker.wait(timeout=30)
         if self._forker.stdout is not None:
             self._forker.stdout.close()
         shutil.rmtree(self._folder, ignore_errors=True)
