@@ -4,14 +4,15 @@ process does, and a command that hangs is ended at its timeout, its process with
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support import cli_env, run_fresh_cli
+from tests.support import cli_env, load_args, run_fresh_cli
 from tests.support.forked_cli import forked_cli
-from tests.support.webhooks import wait_until
+from tests.support.webhooks import free_port, wait_until
 
 
 def _running_in_group(group: int) -> list[int]:
@@ -29,8 +30,10 @@ def _running_in_group(group: int) -> list[int]:
 
 
 def _without_times(stderr: str) -> list[str]:
-    """stderr's lines without the log's leading timestamp (two runs differ in it only)."""
-    return [line.split(" ", 1)[-1] for line in stderr.splitlines()]
+    """stderr's lines without what two runs of one command differ in: the log's leading
+    timestamp, the run's id, and how many attempts fit in the time allowed for failures."""
+    lines = [line.split(" ", 1)[-1] for line in stderr.splitlines()]
+    return [re.sub(r"\brun=\w+ |after \d+ attempts", "", line) for line in lines]
 
 
 def test_a_forked_command_answers_as_a_fresh_process(tmp_path: Path) -> None:
@@ -42,6 +45,28 @@ def test_a_forked_command_answers_as_a_fresh_process(tmp_path: Path) -> None:
     assert fresh.returncode != 0, fresh.stdout
     assert (forked.returncode, forked.stdout) == (fresh.returncode, fresh.stdout)
     assert _without_times(forked.stderr) == _without_times(fresh.stderr)
+
+
+def test_a_forked_command_reads_its_own_environment(tmp_path: Path) -> None:
+    """The forking process starts with no source configured; a command's environment replaces
+    it whole, as a fresh process's is its own: one command finds the service it was given
+    (and fails to reach it), the next finds none, each as a fresh process does."""
+    unconfigured = cli_env(None)
+    refused = {
+        **unconfigured,
+        "SOURCES__SIGNING__API_KEY": "a-key",
+        "SOURCES__SIGNING__BASE_URL": f"http://127.0.0.1:{free_port()}/v1",
+        "SOURCES__SIGNING__GIVE_UP_AFTER_SECONDS": "1",
+    }
+    args = load_args(tmp_path / "signing.duckdb")
+    with forked_cli(tmp_path, unconfigured) as cli:
+        forked = [cli.run(args, env=env) for env in (refused, unconfigured)]
+    fresh = [run_fresh_cli(args, cwd=tmp_path, env=env) for env in (refused, unconfigured)]
+    assert "gave up on 127.0.0.1:" in forked[0].stderr, forked[0].stderr
+    assert "missing configuration" in forked[1].stderr, forked[1].stderr
+    for mine, truth in zip(forked, fresh, strict=True):
+        assert (mine.returncode, mine.stdout) == (truth.returncode, truth.stdout)
+        assert _without_times(mine.stderr) == _without_times(truth.stderr)
 
 
 def test_a_command_that_outlives_its_timeout_is_ended_with_its_process(tmp_path: Path) -> None:
