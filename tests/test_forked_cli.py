@@ -47,6 +47,7 @@ def test_a_forked_command_answers_as_a_fresh_process(tmp_path: Path) -> None:
     assert _without_times(forked.stderr) == _without_times(fresh.stderr)
 
 
+@pytest.mark.slow  # four loads (about 14 s on two cores), two in fresh interpreters
 def test_a_forked_command_reads_its_own_environment(tmp_path: Path) -> None:
     """The forking process starts with no source configured; a command's environment replaces
     it whole, as a fresh process's is its own: one command finds the service it was given
