@@ -45,7 +45,6 @@ from tests.support import (
     start_cli,
 )
 from tests.support.browser import dom_after_load, offline_page
-from tests.support.forked_cli import ForkedCli, forked_cli
 from tests.support.standin import StandIn
 
 pytestmark = pytest.mark.slow  # loads and builds under attack
@@ -66,13 +65,11 @@ class Loaded:
     running: RunningSandbox
     warehouse: Path
     folder: Path
-    cli: ForkedCli  # `signing-etl` in `folder`, with no source configured
 
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
-    """A sandbox whose contacts carry hostile names, loaded into a warehouse by the CLI; the
-    commands that read it are forked from one process that imported the CLI once."""
+    """A sandbox whose contacts carry hostile names, loaded into a warehouse by the CLI."""
     config = SandboxConfig(seed=18, shipments=40, start_ms=START_MS, limits_enabled=False)
     with RunningSandbox(config) as running, client_for(running) as api:
         for number, name in enumerate(HOSTILE_NAMES):
@@ -84,12 +81,12 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
         warehouse = folder / "signing.duckdb"
         result = run_cli(load_args(warehouse), cwd=folder, env=cli_env(running))
         assert result.returncode == 0, describe(result)
-        with forked_cli(folder, cli_env(None)) as cli:
-            yield Loaded(running, warehouse, folder, cli)
+        yield Loaded(running, warehouse, folder)
 
 
 def sql(loaded: Loaded, query: str, *options: str) -> tuple[int, str, str]:
-    result = loaded.cli.run(["sql", "--duckdb", str(loaded.warehouse), *options, query])
+    args = ["sql", "--duckdb", str(loaded.warehouse), *options, query]
+    result = run_cli(args, cwd=loaded.folder, env=cli_env(None))
     return result.returncode, result.stdout, result.stderr
 
 
@@ -150,7 +147,8 @@ def test_sql_shows_markup_and_control_characters_from_the_data_as_text(loaded: L
 
 
 def test_status_reads_a_warehouse_whose_data_holds_markup(loaded: Loaded) -> None:
-    shown = loaded.cli.run(["status", "--duckdb", str(loaded.warehouse)])
+    args = ["status", "--duckdb", str(loaded.warehouse)]
+    shown = run_cli(args, cwd=loaded.folder, env=cli_env(None))
     assert shown.returncode == 0, describe(shown)
     assert "Traceback" not in shown.stderr
 
@@ -271,20 +269,18 @@ def test_a_load_through_a_symbolic_link_is_refused_while_a_load_on_the_file_runs
 
 
 @pytest.fixture(scope="module")
-def unasked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSandbox, ForkedCli]]:
-    """A sandbox no refused load may ask anything of, and `signing-etl` configured for it
-    (forked from one process that imported the CLI once), for the refused paths' cases."""
+def unasked() -> Iterator[RunningSandbox]:
+    """A sandbox no refused load may ask anything of, for the refused paths' cases."""
     config = SandboxConfig(shipments=5, start_ms=START_MS, limits_enabled=False)
-    folder = tmp_path_factory.mktemp("unasked")
-    with RunningSandbox(config) as running, forked_cli(folder, cli_env(running)) as cli:
-        yield running, cli
+    with RunningSandbox(config) as running:
+        yield running
 
 
 @pytest.mark.parametrize("kind", ["dangling link", "device", "folder", "quote in the name"])
 def test_a_path_that_is_no_warehouse_file_is_refused_in_one_line_before_anything_is_written(
-    unasked: tuple[RunningSandbox, ForkedCli], tmp_path: Path, kind: str
+    unasked: RunningSandbox, tmp_path: Path, kind: str
 ) -> None:
-    running, cli = unasked
+    running = unasked
     if kind == "dangling link":
         path = tmp_path / "gone.duckdb"
         path.symlink_to(tmp_path / "nowhere" / "signing.duckdb")
@@ -296,7 +292,7 @@ def test_a_path_that_is_no_warehouse_file_is_refused_in_one_line_before_anything
     else:
         path = tmp_path / "it's.duckdb"
     before = sorted(p.name for p in tmp_path.iterdir())
-    result = cli.run(load_args(path), cwd=tmp_path)
+    result = run_cli(load_args(path), cwd=tmp_path, env=cli_env(running))
 
     assert result.returncode == 1, describe(result)
     assert len(message_lines(result.stderr)) == 1, describe(result)

@@ -38,7 +38,6 @@ from tests.support import (
     served,
     start_cli,
 )
-from tests.support.forked_cli import forked_cli
 
 pytestmark = pytest.mark.slow  # loads under injected faults and rate limits
 
@@ -200,32 +199,30 @@ def test_a_request_budget_stops_each_run_and_the_runs_add_up_to_the_whole(
     missing = 10**9
     stopped_runs, status_checked = 0, False
 
-    # Every run is forked from one process that imported the CLI once (`forked_cli`).
-    with forked_cli(tmp_path, env) as cli:
-        for _ in range(10):
-            before = served(running)
-            result = cli.run(load)
-            assert served(running) - before <= budget, describe(result)
-            if result.returncode == 0:
-                break
-            assert result.returncode == 75, describe(result)
-            assert "Traceback" not in result.stderr, describe(result)
-            assert "request budget" in result.stderr, describe(result)
-            stopped_runs += 1
-            now_missing = missing_rows(warehouse, running)
-            assert now_missing < missing, f"run {stopped_runs} made no progress"
-            missing = now_missing
-            interrupted = read_status(warehouse).interrupted
-            if interrupted and not status_checked:
-                shown = cli.run(["status", "--duckdb", str(warehouse)])
-                assert shown.returncode == 0, describe(shown)
-                assert "stopped (request budget" in shown.stdout, describe(shown)
-                for name in interrupted:
-                    row = rf"│ {name}\s*│.*\(pass interrupted\)"
-                    assert re.search(row, shown.stdout), (name, interrupted, shown.stdout)
-                status_checked = True
-        else:
-            pytest.fail(f"still not done after {stopped_runs} runs of {budget} requests")
+    for _ in range(10):
+        before = served(running)
+        result = run_cli(load, cwd=tmp_path, env=env)
+        assert served(running) - before <= budget, describe(result)
+        if result.returncode == 0:
+            break
+        assert result.returncode == 75, describe(result)
+        assert "Traceback" not in result.stderr, describe(result)
+        assert "request budget" in result.stderr, describe(result)
+        stopped_runs += 1
+        now_missing = missing_rows(warehouse, running)
+        assert now_missing < missing, f"run {stopped_runs} made no progress"
+        missing = now_missing
+        interrupted = read_status(warehouse).interrupted
+        if interrupted and not status_checked:
+            shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
+            assert shown.returncode == 0, describe(shown)
+            assert "stopped (request budget" in shown.stdout, describe(shown)
+            for name in interrupted:
+                row = rf"│ {name}\s*│.*\(pass interrupted\)"
+                assert re.search(row, shown.stdout), (name, interrupted, shown.stdout)
+            status_checked = True
+    else:
+        pytest.fail(f"still not done after {stopped_runs} runs of {budget} requests")
 
     assert stopped_runs >= 2
     assert status_checked, "no run stopped inside a list pass"

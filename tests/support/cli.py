@@ -124,7 +124,9 @@ def _forker() -> ForkedCli:
     """The forking process, started (or restarted) with this process's environment less
     dlt's settings (every command brings its own folder and environment)."""
     if not _FORKERS or not _FORKERS[-1].alive:
-        if not _FORKERS:
+        if _FORKERS:
+            _FORKERS[-1].close()  # ended by a timeout: its folder of outputs goes with it
+        else:
             atexit.register(lambda: _FORKERS[-1].close())
         _FORKERS.append(ForkedCli(Path(tempfile.gettempdir()), cli_env(None)))
     return _FORKERS[-1]

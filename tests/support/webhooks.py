@@ -22,7 +22,6 @@ from pipelines.webhooks.secrets_file import SecretsFile, StoredSubscription, Wor
 from sandbox import RunningSandbox, signature
 
 from .cli import cli_env, run_cli
-from .forked_cli import ForkedCli
 from .sandboxes import admin
 
 DEADLINE_S = 60.0
@@ -164,13 +163,10 @@ class ServedReceiver:
         return "".join(path.read_text() for path in self.logs if path.exists())
 
 
-def inbox_status(
-    folder: Path, warehouse: Path, env: dict[str, str], *, forked: ForkedCli | None = None
-) -> dict[str, Any]:
-    """`signing-etl webhooks status --format json`, by workspace: a fresh process, or one
-    `forked` (with `env` and `folder` already its own) where a test asks many times."""
+def inbox_status(folder: Path, warehouse: Path, env: dict[str, str]) -> dict[str, Any]:
+    """`signing-etl webhooks status --format json`, by workspace."""
     args = ["webhooks", "status", "--duckdb", str(warehouse), "--format", "json"]
-    done = forked.run(args, cwd=folder) if forked else run_cli(args, cwd=folder, env=env)
+    done = run_cli(args, cwd=folder, env=env)
     assert done.returncode == 0, done.stderr
     return {entry["workspace"]: entry for entry in map(json.loads, done.stdout.splitlines())}
 

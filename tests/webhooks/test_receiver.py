@@ -16,7 +16,6 @@ import httpx
 import orjson
 import pytest
 
-from tests.support.forked_cli import ForkedCli, forked_cli
 from tests.support.webhooks import (
     ServedReceiver,
     delivery,
@@ -33,13 +32,12 @@ WORKSPACE_ID = "ws_receiver_test"
 class Served:
     """The module's receiver: its URL, folder and warehouse."""
 
-    def __init__(self, folder: Path, receiver: ServedReceiver, url: str, cli: ForkedCli) -> None:
+    def __init__(self, folder: Path, receiver: ServedReceiver, url: str) -> None:
         self.folder = folder
         self.warehouse = folder / "signing.duckdb"
         self.receiver = receiver
         self.url = url
         self.env = receiver.env
-        self.cli = cli  # `webhooks status` runs, without an interpreter's start-up each
 
     def kept(self) -> dict[str, tuple[Any, ...]]:
         """The inbox's deliveries, read with plain sqlite3: id -> (event, kind, record id)."""
@@ -62,7 +60,7 @@ class Served:
         return int(row[0])
 
     def counts(self) -> dict[str, Any]:
-        status = inbox_status(self.folder, self.warehouse, self.env, forked=self.cli)
+        status = inbox_status(self.folder, self.warehouse, self.env)
         return dict(status.get("default", {}))
 
 
@@ -75,8 +73,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     [line] = receiver.start()
     url = f"http://127.0.0.1:{port}/default"
     assert line == f"workspace default: {url}"
-    with forked_cli(folder, receiver.env) as cli:
-        yield Served(folder, receiver, url, cli)
+    yield Served(folder, receiver, url)
     assert receiver.stop() == 128 + signal.SIGTERM
 
 
