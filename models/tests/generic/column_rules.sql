@@ -1,0 +1,71 @@
+{#-
+    Every rule on the model's values holds, all of them in one scan and one test node: like
+    `not_null_columns`, this keeps dbt's per-column checks (`accepted_range`, `accepted_values`,
+    "no larger than the stage before") and drops dbt's own work per test node, which cost more
+    than the queries did.
+
+    `rules` is a list; each names a `column` (a column or an expression of columns) and one of:
+      min_value / max_value  the value lies between them (inclusive; either may be a column);
+      not_larger_than        the value is at most this column's (e.g. opened <= sent);
+      values                 the value is one of these (strings).
+    A null is never compared, so it breaks no rule (`not_null_columns` says which may be null).
+    Fails with one row per broken rule: the rule as written and how many rows break it.
+-#}
+{% test column_rules(model, rules) %}
+
+{%- set checks = [] %}
+{%- for rule in rules %}
+    {%- set column = rule["column"] %}
+    {%- if "values" in rule %}
+        {%- set listed = [] %}
+        {%- for value in rule["values"] %}
+            {%- do listed.append("'" ~ (value | string | replace("'", "''")) ~ "'") %}
+        {%- endfor %}
+        {%- set broken = column ~ " not in (" ~ listed | join(", ") ~ ")" %}
+        {%- set holds = column ~ " in (" ~ rule["values"] | join(", ") ~ ")" %}
+    {%- elif "not_larger_than" in rule %}
+        {%- set broken = column ~ " > " ~ rule["not_larger_than"] %}
+        {%- set holds = column ~ " <= " ~ rule["not_larger_than"] %}
+    {%- elif "min_value" in rule and "max_value" in rule %}
+        {%- set broken = column ~ " < " ~ rule["min_value"] ~ " or " ~ column ~ " > " ~ rule["max_value"] %}
+        {%- set holds = column ~ " between " ~ rule["min_value"] ~ " and " ~ rule["max_value"] %}
+    {%- elif "min_value" in rule %}
+        {%- set broken = column ~ " < " ~ rule["min_value"] %}
+        {%- set holds = column ~ " >= " ~ rule["min_value"] %}
+    {%- elif "max_value" in rule %}
+        {%- set broken = column ~ " > " ~ rule["max_value"] %}
+        {%- set holds = column ~ " <= " ~ rule["max_value"] %}
+    {%- else %}
+        {{ exceptions.raise_compiler_error("column_rules: a rule on " ~ column ~ " needs min_value, max_value, not_larger_than or values") }}
+    {%- endif %}
+    {%- do checks.append((broken, holds)) %}
+{%- endfor %}
+
+with
+
+broken_counts as (
+
+    select
+        {%- for broken, holds in checks %}
+        count(case when {{ broken }} then 1 end) as rule_{{ loop.index }}{{ "," if not loop.last }}
+        {%- endfor %}
+
+    from {{ model }}
+
+),
+
+per_rule as (
+    {%- for broken, holds in checks %}
+
+    select '{{ holds | replace("'", "''") }}' as broken_rule, rule_{{ loop.index }} as broken_rows
+    from broken_counts
+    {{- "\n    union all" if not loop.last }}
+    {%- endfor %}
+
+)
+
+select broken_rule, broken_rows
+from per_rule
+where broken_rows > 0
+
+{% endtest %}
