@@ -15,16 +15,16 @@ from pipelines.modeling.build import PROJECT_DIR
 
 pytestmark = pytest.mark.slow  # dbt parses the whole project for one test: 7 to 13 s
 
-# fct_time_to_sign's rules (models/models/marts/fct_time_to_sign.yml), over the columns they read.
-COLUMNS = (
-    "time_grain",
-    "median_hours_to_sign",
-    "p90_hours_to_sign",
-    "count_shipments_completed",
-    "count_shipments_sent",
-    "median_hours_to_complete",
-    "p90_hours_to_complete",
-)
+# The columns fct_time_to_sign's rules read (models/models/marts/fct_time_to_sign.yml).
+COLUMNS = {
+    "time_grain": "varchar",
+    "median_hours_to_sign": "double",
+    "p90_hours_to_sign": "double",
+    "count_shipments_completed": "integer",
+    "count_shipments_sent": "integer",
+    "median_hours_to_complete": "double",
+    "p90_hours_to_complete": "double",
+}
 ROWS = [
     ("document", 1.0, 2.0, 3, 4, 5.0, 6.0),  # every rule holds
     ("week", 2.0, 2.0, 4, 4, None, None),  # equal is allowed; nulls are not compared
@@ -40,13 +40,10 @@ def test_each_broken_rule_is_one_row_with_the_rows_that_break_it(
     warehouse = tmp_path / "signing.duckdb"
     with duckdb.connect(str(warehouse)) as db:
         db.execute("create schema marts")
-        db.execute(
-            "create table marts.fct_time_to_sign (time_grain varchar, median_hours_to_sign double,"
-            " p90_hours_to_sign double, count_shipments_completed integer,"
-            " count_shipments_sent integer, median_hours_to_complete double,"
-            " p90_hours_to_complete double)"
-        )
-        db.executemany(f"insert into marts.fct_time_to_sign values ({', '.join('?' * 7)})", ROWS)
+        columns = ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
+        db.execute(f"create table marts.fct_time_to_sign ({columns})")
+        values = ", ".join("?" * len(COLUMNS))
+        db.executemany(f"insert into marts.fct_time_to_sign values ({values})", ROWS)
     expected = {
         "time_grain in (document, week)": sum(row[0] not in ("document", "week") for row in ROWS),
         "median_hours_to_sign <= p90_hours_to_sign": sum(row[1] > row[2] for row in ROWS),

@@ -38,34 +38,9 @@
     {%- else %}
         {{ exceptions.raise_compiler_error("column_rules: a rule on " ~ column ~ " needs min_value, max_value, not_larger_than or values") }}
     {%- endif %}
-    {%- do checks.append((broken, holds)) %}
+    {%- do checks.append((holds, broken)) %}
 {%- endfor %}
 
-with
-
-broken_counts as (
-
-    select
-        {%- for broken, holds in checks %}
-        count(case when {{ broken }} then 1 end) as rule_{{ loop.index }}{{ "," if not loop.last }}
-        {%- endfor %}
-
-    from {{ model }}
-
-),
-
-per_rule as (
-    {%- for broken, holds in checks %}
-
-    select '{{ holds | replace("'", "''") }}' as broken_rule, rule_{{ loop.index }} as broken_rows
-    from broken_counts
-    {{- "\n    union all" if not loop.last }}
-    {%- endfor %}
-
-)
-
-select broken_rule, broken_rows
-from per_rule
-where broken_rows > 0
+{{ rows_breaking_each_check(model, checks, "broken_rule", "broken_rows") }}
 
 {% endtest %}

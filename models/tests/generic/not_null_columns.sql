@@ -6,30 +6,11 @@
 -#}
 {% test not_null_columns(model, columns) %}
 
-with
+{%- set checks = [] %}
+{%- for column in columns %}
+    {%- do checks.append((column, column ~ " is null")) %}
+{%- endfor %}
 
-null_counts as (
-
-    select
-        {%- for column in columns %}
-        count(*) - count({{ column }}) as {{ column }}{{ "," if not loop.last }}
-        {%- endfor %}
-
-    from {{ model }}
-
-),
-
-per_column as (
-    {%- for column in columns %}
-
-    select '{{ column }}' as column_name, {{ column }} as null_rows from null_counts
-    {{- "\n    union all" if not loop.last }}
-    {%- endfor %}
-
-)
-
-select column_name, null_rows
-from per_column
-where null_rows > 0
+{{ rows_breaking_each_check(model, checks, "column_name", "null_rows") }}
 
 {% endtest %}
