@@ -62,6 +62,16 @@ class AlreadyRunning(WarehouseError):
     warehouse_usable: ClassVar[bool] = True
 
 
+class RunLockLost(WarehouseError):
+    """The workspace's run lock in a shared database was lost while the run held it (its
+    session ended: a server restart, an operator, a network cut for minutes), so another run
+    may be writing the workspace now: stopped before this run's next write (exit 75, tried
+    again later). The database still takes the run's record."""
+
+    exit_code = 75
+    warehouse_usable: ClassVar[bool] = True
+
+
 class LegacyStateError(WarehouseError):
     """The single state of an earlier version cannot be given to one workspace."""
 

@@ -97,6 +97,7 @@ EXPORTED: dict[str, list[str]] = {
         "batches",
         "catalog_changes",
         "columns_by_table",
+        "confirm_run_locks",
         "ensure_datasets",
         "ensure_table",
         "has_table",

@@ -125,10 +125,11 @@ def record_run(client: Any, record: RunRecord) -> None:
     if "_dlt_id" in table.columns:
         values["_dlt_load_id"] = record.run_id
         values["_dlt_id"] = uuid.uuid4().hex
-    transaction(
+    transaction(  # the run's own row: on record too when the run lost its lock
         client,
         "recording the run",
         lambda: insert_rows(client, table.name, list(values), [list(values.values())]),
+        fenced=False,
     )
 
 

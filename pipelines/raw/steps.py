@@ -1,8 +1,9 @@
 """dlt's steps of one load, for every destination: the privacy policy the rows are written under
 (`privacy_gate`), what an interrupted run left, then extract, the load files chosen by what was
-fetched, normalize, and load under the destination's lock, and what the load changed in the
-service's shape (`schema_changes`). Every path that writes rows into `raw` loads so: a run of
-the incremental load (a full refresh included) and a webhook drain."""
+fetched, normalize, and load under the destination's lock (the workspace's run lock asked
+first: `confirm_run_locks`), and what the load changed in the service's shape
+(`schema_changes`). Every path that writes rows into `raw` loads so: a run of the incremental
+load (a full refresh included) and a webhook drain."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dlt.common.pipeline import ExtractInfo, LoadInfo
 
 from pipelines.raw.privacy_gate import admit
 from pipelines.raw.schema_changes import SchemaChanges, catalog, find_changes
-from pipelines.warehouse import LoadFileFormat, ensure_datasets
+from pipelines.warehouse import LoadFileFormat, confirm_run_locks, ensure_datasets
 from sources.signing import RunStats, SyncContext
 
 # One lock per destination for the load step of workspaces loading side by side in this
@@ -58,6 +59,7 @@ class LoadSteps:
             if pipeline.list_extracted_load_packages():
                 pipeline.normalize()
             with LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
+                confirm_run_locks()  # as before every write of a run
                 pipeline.load()
         stats.enter("fetching")
         extracted = self._timed("extract", pipeline.extract, source)
@@ -73,6 +75,7 @@ class LoadSteps:
         }
         stats.enter("loading")
         with LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
+            confirm_run_locks()  # the workspace's lock still held: nobody else writes it now
             info: LoadInfo = self._timed("load", pipeline.load)
         stats.enter("recording")
         with pipeline.sql_client() as client:

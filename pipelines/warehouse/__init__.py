@@ -27,6 +27,7 @@ from pipelines.errors import (
 )
 
 from . import _duckdb, _journal, _published
+from ._advisory import confirm_run_locks
 from ._catalog import (
     LoadedWorkspace,
     SqlClient,
@@ -70,6 +71,7 @@ __all__ = [
     "batches",
     "catalog_changes",
     "columns_by_table",
+    "confirm_run_locks",
     "ensure_datasets",
     "ensure_table",
     "has_table",

@@ -6,23 +6,31 @@ session: the session asks the server to drop it when its peer stops answering.
 A run finding the lock held waits as it waits for a lock file (`_lock.wait_for`) and stops
 naming the holder, which the holder's session tells: its `application_name` says what holds
 it, its pid and host, and `pg_stat_activity.query_start` when it took the lock (the session runs
-nothing after that)."""
+nothing after that).
+
+A lock goes with its session, so a run whose session ended (a server restart, an operator's
+`pg_terminate_backend`, a network cut longer than the probes) while the run goes on no longer
+holds it, and another run may take it. Every write of a run asks first (`confirm_run_locks`): dlt's
+load step and each transaction of ours (`_conflicts.transaction`, before it commits) stop
+with `RunLockLost` instead of writing beside that other run."""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import os
 import re
 import socket
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
 import psycopg
 
-from pipelines.errors import SigningEtlError, WarehouseError, first_line
+from pipelines.errors import RunLockLost, SigningEtlError, WarehouseError, first_line
 
 from ._lock import BRIEF_HOLD, wait_for
 from ._postgres import connection_url
@@ -39,6 +47,50 @@ SESSION_SETTINGS = {
     "idle_in_transaction_session_timeout": "0",
 }
 _NAME = re.compile(rf"^{APPLICATION} (?:(?P<brief>.+): )?pid (?P<pid>\d+) on (?P<host>.*)$")
+# The advisory locks of this database that this session holds (one row per lock).
+_HELD_BY_THIS_SESSION = (
+    "select count(*) from pg_locks "
+    "where locktype = 'advisory' and granted and objsubid = 1 and pid = pg_backend_pid() "
+    "and database = (select oid from pg_database where datname = current_database())"
+)
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """Locks one session took for the block that holds them."""
+
+    session: psycopg.Connection[Any]
+    keys: frozenset[int]
+    held_on: str
+
+    def confirm(self) -> None:
+        """Raise `RunLockLost` unless the session is alive and still holds every key."""
+        try:
+            row = self.session.execute(_HELD_BY_THIS_SESSION).fetchone()
+        except psycopg.Error as error:
+            raise RunLockLost(
+                f"the run lock of {self.held_on} was lost, its session ended "
+                f"({first_line(error)}): nothing more was written, and the next run goes on"
+            ) from None
+        if not row or row[0] != len(self.keys):
+            raise RunLockLost(
+                f"the run lock of {self.held_on} is no longer held by this run: "
+                "nothing more was written, and the next run goes on"
+            )
+
+
+# The database locks held around the code running now (a run's thread, say): what
+# `confirm_run_locks` asks about. Threads started inside a run hold none of their own.
+_held: contextvars.ContextVar[tuple[_Hold, ...]] = contextvars.ContextVar(
+    "signing_etl_advisory_locks", default=()
+)
+
+
+def confirm_run_locks() -> None:
+    """Before a write: raise `RunLockLost` when a database lock held around this code was
+    lost; nothing when none is held (a DuckDB file's lock, a lock file, no lock at all)."""
+    for hold in _held.get():
+        hold.confirm()
 
 
 def workspace_key(dataset: str, workspace_id: str) -> int:
@@ -83,7 +135,11 @@ def held_in_database(keys: Sequence[int], held_on: str, brief: str | None = None
                 held_on,
                 waits_for_loads=brief is None,
             )
-        yield
+        token = _held.set((*_held.get(), _Hold(session, frozenset(keys), held_on)))
+        try:
+            yield
+        finally:
+            _held.reset(token)
 
 
 def _application_name(brief: str | None) -> str:

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ._advisory import confirm_run_locks
+
 Result = TypeVar("Result")
 
 # SQLSTATEs that end a transaction only because another one was in its way.
@@ -85,9 +87,13 @@ def retried(what: str, work: Callable[[], Result]) -> Result:
         _inside.reset(token)
 
 
-def transaction(client: Any, what: str, work: Callable[[], Result]) -> Result:
+def transaction(
+    client: Any, what: str, work: Callable[[], Result], *, fenced: bool = True
+) -> Result:
     """`work()` in one transaction of dlt's SQL client `client`, committed at its end, rolled
-    back and run again on a conflict (`retried`)."""
+    back and run again on a conflict (`retried`). A `fenced` one (all but a run's own record)
+    is rolled back instead when the run lock held around it was lost (`RunLockLost`): the
+    lock is asked right before the commit, so no other run writes the workspace meanwhile."""
 
     def once() -> Result:
         if id(client) in _open.get() or _in_drivers_transaction(client):
@@ -95,7 +101,10 @@ def transaction(client: Any, what: str, work: Callable[[], Result]) -> Result:
         token = _open.set((*_open.get(), id(client)))
         try:
             with client.begin_transaction():
-                return work()
+                done = work()
+                if fenced:
+                    confirm_run_locks()
+                return done
         finally:
             _open.reset(token)
 

@@ -1,0 +1,137 @@
+"""A run whose workspace lock in PostgreSQL is lost while it runs (its session ended: a server
+restart, an operator, a network cut) stops before its next write instead of writing beside the
+run that may hold the lock now: our transactions roll back, dlt's load step never starts, the
+CLI exits 75 with one line, the run is on record, and the next run loads the workspace whole.
+The session is ended for real, by `pg_terminate_backend` from another connection."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from pipelines.environment import environment_set
+from pipelines.errors import RunLockLost
+from pipelines.status.read import read_status
+from pipelines.warehouse import Warehouse, transaction
+from pipelines.warehouse._advisory import workspace_key
+from sandbox import RunningSandbox, SandboxConfig
+from tests.support import (
+    START_MS,
+    cli_env,
+    describe,
+    finish,
+    problem_lines,
+    run_cli,
+    start_cli,
+    wait_for_requests,
+)
+from tests.support.postgres import PostgresDatabase, PostgresServer
+from tests.support.truth import postgres_differences
+
+pytestmark = pytest.mark.slow  # a PostgreSQL server, and a CLI load over real HTTP
+
+WORKSPACE = "ws_lost"
+
+
+def _end_lock_sessions(database: PostgresDatabase) -> int:
+    """End every session of ours holding an advisory lock in `database`, as an operator's
+    `pg_terminate_backend` (or a server restart) would; how many there were."""
+    with closing(database.connect()) as admin, admin.cursor() as cursor:
+        cursor.execute(
+            "select pg_terminate_backend(a.pid) from pg_stat_activity a "
+            "join pg_locks l on l.pid = a.pid "
+            "where l.locktype = 'advisory' and a.datname = current_database() "
+            "and a.application_name like 'signing-etl %%'"
+        )
+        ended = len(cursor.fetchall())
+        admin.commit()
+    return ended
+
+
+def _lock_is_free(database: PostgresDatabase, workspace_id: str) -> bool:
+    """Whether another session could take the workspace's run lock now (and lets it go)."""
+    key = workspace_key("raw", workspace_id)
+    with closing(database.connect()) as other, other.cursor() as cursor:
+        cursor.execute("select pg_try_advisory_lock(%s)", (key,))
+        row = cursor.fetchone()
+        taken = bool(row and row[0])
+        if taken:
+            cursor.execute("select pg_advisory_unlock(%s)", (key,))
+        other.commit()
+    return taken
+
+
+def test_a_write_after_the_lock_was_lost_is_rolled_back_with_one_line(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    database = postgres_server.create_database()
+    warehouse = Warehouse.at(tmp_path / "signing.duckdb", "postgres")
+    credentials = {"DESTINATION__POSTGRES__CREDENTIALS": database.credentials}
+    with environment_set(credentials), warehouse.sql_client() as client:
+        client.create_dataset()
+        table = client.make_qualified_table_name("lock_fence")
+        client.execute_sql(f"create table {table} (written text)")
+
+        def write(value: str) -> None:
+            client.execute_sql(f"insert into {table} values (%s)", value)
+
+        with warehouse.workspace_locks([WORKSPACE]):
+            assert not _lock_is_free(database, WORKSPACE)
+            transaction(client, "a write while held", lambda: write("held"))
+            assert _end_lock_sessions(database) == 1
+            assert _lock_is_free(database, WORKSPACE)  # another run could load it now
+            with pytest.raises(RunLockLost) as lost:
+                transaction(client, "a write after the loss", lambda: write("lost"))
+            # A run's own record is written all the same.
+            transaction(client, "the run's record", lambda: write("record"), fenced=False)
+        transaction(client, "a write holding no lock", lambda: write("unlocked"))
+        written = client.execute_sql(f"select written from {table} order by written")
+
+    assert sorted(row[0] for row in written) == ["held", "record", "unlocked"]
+    message = str(lost.value)
+    assert "\n" not in message
+    assert f"the run lock of workspace {WORKSPACE} of the postgres destination" in message
+    assert lost.value.exit_code == 75
+
+
+def test_a_load_that_lost_its_lock_writes_no_row_exits_75_and_the_next_run_loads_it_whole(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    database = postgres_server.create_database()
+    config = SandboxConfig(seed=53, shipments=150, start_ms=START_MS, limits_enabled=False)
+    warehouse = tmp_path / "unused.duckdb"
+    args = ["load", "--destination", "postgres", "--duckdb", str(warehouse), "--no-models"]
+    with RunningSandbox(config) as running:
+        env = cli_env(running)
+        env["DESTINATION__POSTGRES__CREDENTIALS"] = database.credentials
+        slow = cli_env(running, requests_per_second=40, burst=5)
+        slow["DESTINATION__POSTGRES__CREDENTIALS"] = database.credentials
+        process = start_cli(args, cwd=tmp_path, env=slow)
+        wait_for_requests(running, 80, process)  # fetching, the lock held since /me answered
+        assert _end_lock_sessions(database) == 1
+        lost = finish(process, timeout=120)
+
+        assert lost.returncode == 75, describe(lost)
+        assert "Traceback" not in lost.stderr, describe(lost)
+        (line,) = problem_lines(lost.stderr)  # a stop to try again later: a warning
+        workspace_id = running.store.workspace.id
+        assert f"the run lock of workspace {workspace_id} of the postgres destination" in line
+        assert "nothing more was written" in line
+        with closing(database.connect()) as connection, connection.cursor() as cursor:
+            cursor.execute(
+                "select count(*) from information_schema.tables "
+                "where table_schema = 'raw' and table_name in ('documents', 'shipments')"
+            )
+            assert cursor.fetchone() == (0,), "dlt's load step ran after the lock was lost"
+        with environment_set({"DESTINATION__POSTGRES__CREDENTIALS": database.credentials}):
+            last = read_status(Warehouse.at(warehouse, "postgres")).last_run
+        assert last is not None
+        assert last.outcome == "stopped"  # exit 75: tried again later, as a busy lock is
+        assert "the run lock of workspace" in (last.stop_reason or "")
+
+        again = run_cli(args, cwd=tmp_path, env=env, timeout=600)
+        assert again.returncode == 0, describe(again)
+        with closing(database.connect()) as connection:
+            assert postgres_differences(connection, running.store) == {}
