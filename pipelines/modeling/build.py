@@ -177,7 +177,10 @@ def _build(
         # Nothing on the console, errors and tracebacks included; the file keeps everything.
         args += ["--log-level", "none", "--log-level-file", "debug"]
     if select:
-        args += ["--select", select]
+        # A part of the models runs the tests it can: dbt's default (`eager`) also runs a test
+        # whose other model is outside the selection, which fails on a warehouse where that
+        # model was never built.
+        args += ["--select", select, "--indirect-selection", "buildable"]
     if command == "build" and not unit_tests:
         args += WITHOUT_UNIT_TESTS
     if target.name:

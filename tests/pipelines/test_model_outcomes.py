@@ -1,6 +1,7 @@
 """A model build's outcome is on record where `status` reads it: a failed build (its failing
 and warning tests by name) in the table, the JSON and the check's exit code, though the failed
-run's working file was not published; a later good build replaces it.
+run's working file was not published; a later good build replaces it. A part of the models
+(`--select`) builds on a warehouse where the rest was never built.
 
 The failure is made the way a service's bad day makes one: a shipment listed twice in `raw`
 (the staging model's unique test errors) and a document the shipments point to gone from `raw`
@@ -10,13 +11,15 @@ The failure is made the way a service's bad day makes one: a shipment listed twi
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-from tests.support import SandboxFactory
+from pipelines.modeling.build import PROJECT_DIR
+from tests.support import SandboxFactory, mart_tables
 from tests.support.cli import cli_env, describe, error_lines, load_args, run_cli
 
 pytestmark = pytest.mark.slow  # dbt builds of changed models
@@ -81,3 +84,41 @@ def _status(warehouse: Path, folder: Path, env: dict[str, str]) -> dict[str, Any
     assert shown.returncode == 0, describe(shown)
     document: dict[str, Any] = json.loads(shown.stdout)
     return document
+
+
+def _models_upstream_of(model: str) -> set[str]:
+    """`model` and every model it reads, from the `ref()`s written in the models' SQL."""
+    refs = {
+        path.stem: set(re.findall(r"ref\(\s*['\"](\w+)['\"]\s*\)", path.read_text()))
+        for path in (PROJECT_DIR / "models").rglob("*.sql")
+    }
+    found, pending = set(), [model]
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending.extend(refs.get(name, ()))
+    return found
+
+
+def test_a_selection_builds_and_tests_its_part_of_a_warehouse_never_built(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """The tests a selection runs are those whose models it builds: one that also reads a
+    model outside it (dbt's default, `eager`) would fail on a table never built."""
+    running = make_sandbox(shipments=20, limits_enabled=False)
+    env = cli_env(running)
+    warehouse = tmp_path / "signing.duckdb"
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+    part = run_cli(
+        ["models", "--duckdb", str(warehouse), "--select", "+fct_shipments"], cwd=tmp_path, env=env
+    )
+    assert part.returncode == 0, describe(part)
+    upstream = _models_upstream_of("fct_shipments")
+    assert mart_tables(warehouse) == {
+        name for name in upstream if name.startswith(("fct_", "dim_"))
+    }
+    assert "dim_contacts" not in upstream  # outside the selection, so never built here
+    models = _status(warehouse, tmp_path, env)["models"]
+    assert (models["success"], models["errored"]) == (True, []), models
+    assert models["tests_passed"] > 0, models
