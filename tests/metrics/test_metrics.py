@@ -1,12 +1,15 @@
 """`signing-etl metrics` on two workspaces with colliding ids, loaded over real HTTP into a
 DuckDB file and into a real PostgreSQL database, with the models built on each: the metrics
 equal the sandbox's own records for every week and workspace on both engines, the two engines
-give equal tables, the marts' hand-written figures equal the metrics, and names the semantic
-layer does not define are refused in one line (exit 2) before any SQL is written."""
+give equal tables, the marts' hand-written figures equal the metrics, a dimension left empty
+groups its shipments under null, and names the semantic layer does not define are refused in
+one line (exit 2) before any SQL is written."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -24,7 +27,7 @@ from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox
 from tests.models.workspaces import SHARED_SEED, colliding_workspaces, shared_workspaces
 from tests.support import MODELS_BUILT, cli_env, describe, error_lines, fast, run_cli
-from tests.support.funnel import funnel_by_period
+from tests.support.funnel import first_sent, funnel_by_period
 from tests.support.postgres import PostgresDatabase, PostgresServer
 
 pytestmark = pytest.mark.slow  # dbt builds of the models, on DuckDB and PostgreSQL
@@ -227,3 +230,39 @@ def test_the_marts_hand_written_figures_equal_the_metrics(loaded: Loaded) -> Non
         sorted(by_week.rows)
     )
     assert sorted(tuple(r) for r in workspaces) == sorted(totals.rows)
+
+
+def test_a_dimension_left_empty_is_a_group_of_its_own_and_no_shipment_is_dropped(
+    loaded: Loaded, tmp_path: Path
+) -> None:
+    """A mart's dimension the service left empty (a signature level it stopped sending, say)
+    groups its shipments under null, beside the others, in every format."""
+    place = loaded.place("duckdb")
+    copy = Warehouse.at(tmp_path / place.path.name)
+    shutil.copyfile(place.path, copy.path)
+    shutil.copytree(place.dbt_dir, copy.dbt_dir)
+    store = loaded.running.stores[0]
+    sent = sorted((s for s in store.shipments.by_id.values() if first_sent(s)), key=lambda s: s.id)
+    emptied = sent[:4]
+    with closing(duckdb.connect(str(copy.path))) as db:
+        db.execute(
+            "update marts.fct_shipments set signature_level = null "
+            "where workspace_id = ? and shipment_id in (select unnest(?))",
+            [store.workspace.id, [s.id for s in emptied]],
+        )
+    want: Counter[str | None] = Counter()
+    for each in loaded.running.stores:
+        for shipment in each.shipments.by_id.values():
+            if first_sent(shipment):
+                want[None if shipment in emptied else shipment.signature_level] += 1
+    got = query_metrics(copy, MetricsRequest(("sent",), ("shipment__signature_level",)))
+    assert dict(got.rows) == dict(want)
+    asked = ["--metrics", "sent", "--group-by", "shipment__signature_level", "--format", "json"]
+    shown = run_cli(
+        ["metrics", *asked, "--duckdb", str(copy.path)],
+        cwd=tmp_path,
+        env=cli_env(None),
+    )
+    assert shown.returncode == 0, describe(shown)
+    rows = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert {"shipment__signature_level": None, "sent": len(emptied)} in rows
