@@ -10,9 +10,9 @@ nothing after that).
 
 A lock goes with its session, so a run whose session ended (a server restart, an operator's
 `pg_terminate_backend`, a network cut longer than the probes) while the run goes on no longer
-holds it, and another run may take it. Every write of a run asks first (`confirm_run_locks`): dlt's
-load step and each transaction of ours (`_conflicts.transaction`, before it commits) stop
-with `RunLockLost` instead of writing beside that other run."""
+holds it, and another run may take it. Every write of a run asks first (`confirm_run_locks`):
+dlt's load step and each transaction of ours (`_conflicts.transaction`, before it commits)
+stop with `RunLockLost` instead of writing beside that other run."""
 
 from __future__ import annotations
 
