@@ -77,6 +77,7 @@ class LoadSteps:
         with LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
             confirm_run_locks()  # the workspace's lock still held: nobody else writes it now
             info: LoadInfo = self._timed("load", pipeline.load)
+            confirm_run_locks()  # and still after dlt's step, which is not asked inside
         stats.enter("recording")
         with pipeline.sql_client() as client:
             held = connection.privacy.held_back

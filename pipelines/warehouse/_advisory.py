@@ -10,9 +10,10 @@ nothing after that).
 
 A lock goes with its session, so a run whose session ended (a server restart, an operator's
 `pg_terminate_backend`, a network cut longer than the probes) while the run goes on no longer
-holds it, and another run may take it. Every write of a run asks first (`confirm_run_locks`):
-dlt's load step and each transaction of ours (`_conflicts.transaction`, before it commits)
-stop with `RunLockLost` instead of writing beside that other run."""
+holds it, and another run may take it. Every write of a run asks first (`confirm_run_locks`,
+from a connection of its own, so the lock's session stays idle): before and after dlt's load
+step, and each transaction of ours (`_conflicts.transaction`, before it commits), stop with
+`RunLockLost` instead of writing beside that other run."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import re
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -47,36 +48,67 @@ SESSION_SETTINGS = {
     "idle_in_transaction_session_timeout": "0",
 }
 _NAME = re.compile(rf"^{APPLICATION} (?:(?P<brief>.+): )?pid (?P<pid>\d+) on (?P<host>.*)$")
-# The advisory locks of this database that this session holds (one row per lock).
-_HELD_BY_THIS_SESSION = (
-    "select count(*) from pg_locks "
-    "where locktype = 'advisory' and granted and objsubid = 1 and pid = pg_backend_pid() "
-    "and database = (select oid from pg_database where datname = current_database())"
+# How many of these advisory locks (`classid:objid`) the lock's session (its pid and start)
+# still holds in this database. Asked from a session of its own: the lock's session runs
+# nothing after taking them, so its `query_start` keeps saying since when it holds them.
+_STILL_HELD = (
+    "select count(*) from pg_locks l join pg_stat_activity a on a.pid = l.pid "
+    "where l.locktype = 'advisory' and l.granted and l.objsubid = 1 "
+    "and l.database = (select oid from pg_database where datname = current_database()) "
+    "and l.pid = %s and a.backend_start = %s "
+    "and l.classid::text || ':' || l.objid::text = any(%s)"
 )
+# A check's connection gives up on a silent server within a minute (keepalives do not cover a
+# query waiting for its answer): seconds to connect, milliseconds unanswered.
+CHECK_CONNECT_SECONDS = 10
+CHECK_UNANSWERED_MS = 60_000
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Hold:
-    """Locks one session took for the block that holds them."""
+    """Locks one session took for the block that holds them, and the connection that asks
+    whether that session still holds them (opened at the first check)."""
 
-    session: psycopg.Connection[Any]
+    pid: int
+    started: datetime
     keys: frozenset[int]
     held_on: str
+    checker: psycopg.Connection[Any] | None = None
 
     def confirm(self) -> None:
-        """Raise `RunLockLost` unless the session is alive and still holds every key."""
+        """Raise `RunLockLost` unless the lock's session is alive and holds every key."""
         try:
-            row = self.session.execute(_HELD_BY_THIS_SESSION).fetchone()
+            if self.checker is None:
+                self.checker = psycopg.connect(
+                    connection_url(),
+                    autocommit=True,
+                    application_name=f"{APPLICATION} lock check, pid {os.getpid()}",
+                    connect_timeout=CHECK_CONNECT_SECONDS,
+                    tcp_user_timeout=CHECK_UNANSWERED_MS,
+                )
+            named = [_lock_id(key) for key in self.keys]
+            row = self.checker.execute(_STILL_HELD, (self.pid, self.started, named)).fetchone()
         except psycopg.Error as error:
             raise RunLockLost(
-                f"the run lock of {self.held_on} was lost, its session ended "
-                f"({first_line(error)}): nothing more was written, and the next run goes on"
+                f"the run lock of {self.held_on} cannot be confirmed ({first_line(error)}): "
+                "stopped before the next write, and the next run goes on"
             ) from None
         if not row or row[0] != len(self.keys):
             raise RunLockLost(
-                f"the run lock of {self.held_on} is no longer held by this run: "
-                "nothing more was written, and the next run goes on"
+                f"the run lock of {self.held_on} was lost (its session ended): "
+                "stopped before the next write, and the next run goes on"
             )
+
+    def close(self) -> None:
+        if self.checker is not None:
+            with contextlib.suppress(psycopg.Error):
+                self.checker.close()
+
+
+def _lock_id(key: int) -> str:
+    """How `pg_locks` names a bigint advisory lock: `classid:objid`, its two 32-bit halves."""
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    return f"{unsigned >> 32}:{unsigned & 0xFFFF_FFFF}"
 
 
 # The database locks held around the code running now (a run's thread, say): what
@@ -128,6 +160,10 @@ def held_in_database(keys: Sequence[int], held_on: str, brief: str | None = None
         for setting, value in SESSION_SETTINGS.items():
             with contextlib.suppress(psycopg.errors.UndefinedObject):  # an older server
                 session.execute("select set_config(%s, %s, false)", (setting, value))
+        found = session.execute(  # before the locks: what the session runs last is taking them
+            "select pid, backend_start from pg_stat_activity where pid = pg_backend_pid()"
+        ).fetchone()
+        assert found is not None  # a session always sees itself
         for key in sorted(set(keys)):
             wait_for(
                 functools.partial(_try, session, key),
@@ -135,11 +171,13 @@ def held_in_database(keys: Sequence[int], held_on: str, brief: str | None = None
                 held_on,
                 waits_for_loads=brief is None,
             )
-        token = _held.set((*_held.get(), _Hold(session, frozenset(keys), held_on)))
+        hold = _Hold(found[0], found[1], frozenset(keys), held_on)
+        token = _held.set((*_held.get(), hold))
         try:
             yield
         finally:
             _held.reset(token)
+            hold.close()
 
 
 def _application_name(brief: str | None) -> str:

@@ -241,20 +241,21 @@ def test_a_dimension_left_empty_is_a_group_of_its_own_and_no_shipment_is_dropped
     copy = Warehouse.at(tmp_path / place.path.name)
     shutil.copyfile(place.path, copy.path)
     shutil.copytree(place.dbt_dir, copy.dbt_dir)
-    store = loaded.running.stores[0]
-    sent = sorted((s for s in store.shipments.by_id.values() if first_sent(s)), key=lambda s: s.id)
-    emptied = sent[:4]
+    sent = {  # (workspace id, shipment id) -> signature level, of every shipment sent
+        (store.workspace.id, shipment.id): shipment.signature_level
+        for store in loaded.running.stores
+        for shipment in list(store.shipments.by_id.values())
+        if first_sent(shipment)
+    }
+    emptied = sorted(sent)[:4]
     with closing(duckdb.connect(str(copy.path))) as db:
-        db.execute(
-            "update marts.fct_shipments set signature_level = null "
-            "where workspace_id = ? and shipment_id in (select unnest(?))",
-            [store.workspace.id, [s.id for s in emptied]],
-        )
-    want: Counter[str | None] = Counter()
-    for each in loaded.running.stores:
-        for shipment in each.shipments.by_id.values():
-            if first_sent(shipment):
-                want[None if shipment in emptied else shipment.signature_level] += 1
+        for workspace_id, shipment_id in emptied:
+            db.execute(
+                "update marts.fct_shipments set signature_level = null "
+                "where workspace_id = ? and shipment_id = ?",
+                [workspace_id, shipment_id],
+            )
+    want = Counter(None if key in emptied else level for key, level in sent.items())
     got = query_metrics(copy, MetricsRequest(("sent",), ("shipment__signature_level",)))
     assert dict(got.rows) == dict(want)
     asked = ["--metrics", "sent", "--group-by", "shipment__signature_level", "--format", "json"]
