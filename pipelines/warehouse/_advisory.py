@@ -66,12 +66,13 @@ CHECK_UNANSWERED_MS = 60_000
 
 @dataclass
 class _Hold:
-    """Locks one session took for the block that holds them, and the connection that asks
-    whether that session still holds them (opened at the first check)."""
+    """Locks one session took for the block that holds them (as `pg_locks` names them,
+    `classid:objid`), and the connection that asks whether that session still holds them
+    (opened at the first check)."""
 
     pid: int
     started: datetime
-    keys: frozenset[int]
+    lock_ids: frozenset[str]
     held_on: str
     checker: psycopg.Connection[Any] | None = None
 
@@ -86,14 +87,14 @@ class _Hold:
                     connect_timeout=CHECK_CONNECT_SECONDS,
                     tcp_user_timeout=CHECK_UNANSWERED_MS,
                 )
-            named = [_lock_id(key) for key in self.keys]
-            row = self.checker.execute(_STILL_HELD, (self.pid, self.started, named)).fetchone()
+            asked = (self.pid, self.started, list(self.lock_ids))
+            row = self.checker.execute(_STILL_HELD, asked).fetchone()
         except psycopg.Error as error:
             raise RunLockLost(
                 f"the run lock of {self.held_on} cannot be confirmed ({first_line(error)}): "
                 "stopped before the next write, and the next run goes on"
             ) from None
-        if not row or row[0] != len(self.keys):
+        if not row or row[0] != len(self.lock_ids):
             raise RunLockLost(
                 f"the run lock of {self.held_on} was lost (its session ended): "
                 "stopped before the next write, and the next run goes on"
@@ -105,10 +106,10 @@ class _Hold:
                 self.checker.close()
 
 
-def _lock_id(key: int) -> str:
-    """How `pg_locks` names a bigint advisory lock: `classid:objid`, its two 32-bit halves."""
+def _halves(key: int) -> tuple[int, int]:
+    """How `pg_locks` names a bigint advisory lock: its two 32-bit halves (classid, objid)."""
     unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
-    return f"{unsigned >> 32}:{unsigned & 0xFFFF_FFFF}"
+    return unsigned >> 32, unsigned & 0xFFFF_FFFF
 
 
 # The database locks held around the code running now (a run's thread, say): what
@@ -171,7 +172,8 @@ def held_in_database(keys: Sequence[int], held_on: str, brief: str | None = None
                 held_on,
                 waits_for_loads=brief is None,
             )
-        hold = _Hold(found[0], found[1], frozenset(keys), held_on)
+        lock_ids = frozenset("{}:{}".format(*_halves(key)) for key in keys)
+        hold = _Hold(found[0], found[1], lock_ids, held_on)
         token = _held.set((*_held.get(), hold))
         try:
             yield
@@ -213,7 +215,6 @@ def oldest_holder() -> str | None:
 def holder_of(session: psycopg.Connection[Any], key: int) -> str:
     """Who holds `key` in this database as a lock file would say it (`pid N since T on HOST`,
     a brief hold named); `another session` when none of ours (or it just ended)."""
-    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
     row = session.execute(
         "select a.application_name, a.query_start from pg_locks l "
         "left join pg_stat_activity a on a.pid = l.pid "
@@ -221,7 +222,7 @@ def holder_of(session: psycopg.Connection[Any], key: int) -> str:
         "and l.database = (select oid from pg_database where datname = current_database()) "
         "and l.classid = %s::bigint::oid and l.objid = %s::bigint::oid "
         "and l.pid <> pg_backend_pid() limit 1",
-        (unsigned >> 32, unsigned & 0xFFFF_FFFF),
+        _halves(key),
     ).fetchone()
     return _described(row) if row else "another session"
 

@@ -34,17 +34,19 @@ from tests.support.truth import postgres_differences
 pytestmark = pytest.mark.slow  # a PostgreSQL server, and a CLI load over real HTTP
 
 WORKSPACE = "ws_lost"
+# The sessions of ours in this database holding an advisory lock.
+LOCK_SESSIONS = (
+    "from pg_stat_activity where pid in (select pid from pg_locks where locktype = 'advisory') "
+    "and datname = current_database() and application_name like 'signing-etl %%'"
+)
 
 
 def _end_lock_sessions(database: PostgresDatabase) -> int:
     """End every session of ours holding an advisory lock in `database`, as an operator's
     `pg_terminate_backend` (or a server restart) would; how many there were."""
     with closing(database.connect()) as admin, admin.cursor() as cursor:
-        cursor.execute(  # waits up to 5 s for each session to be gone
-            "select pg_terminate_backend(pid, 5000) from pg_stat_activity "
-            "where pid in (select pid from pg_locks where locktype = 'advisory') "
-            "and datname = current_database() and application_name like 'signing-etl %%'"
-        )
+        # Waits up to 5 s for each session to be gone.
+        cursor.execute(f"select pg_terminate_backend(pid, 5000) {LOCK_SESSIONS}")
         ended = [row[0] for row in cursor.fetchall()]
         admin.commit()
     assert all(ended), "a session outlived pg_terminate_backend's wait"
@@ -55,11 +57,7 @@ def _lock_taken_at(database: PostgresDatabase) -> Any:
     """`pg_stat_activity.query_start` of the session holding our advisory lock: when it took
     it, which `status` and a waiting run show as `since`."""
     with closing(database.connect()) as admin, admin.cursor() as cursor:
-        cursor.execute(
-            "select query_start from pg_stat_activity "
-            "where pid in (select pid from pg_locks where locktype = 'advisory') "
-            "and datname = current_database()"
-        )
+        cursor.execute(f"select query_start {LOCK_SESSIONS}")
         (row,) = cursor.fetchall()
         admin.commit()
     return row[0]
