@@ -18,7 +18,8 @@ from dlt.common.configuration.exceptions import (
 from dlt.destinations.exceptions import DatabaseException
 from dlt.pipeline.exceptions import PipelineStepFailed
 
-from sources.signing import PrivacyConfigError, SigningAPIError
+from pipelines.outcome import EXIT_FAILED
+from sources.signing import PrivacyConfigError, RunStopped, SigningAPIError
 from sources.signing.errors import one_line
 
 
@@ -129,6 +130,13 @@ EXPECTED_FAILURES: tuple[type[BaseException], ...] = (
     duckdb.Error,
     OSError,
 )
+
+
+def exit_code_of(error: BaseException) -> int:
+    """The exit code of a run that `error` ended, and so its outcome (`Outcome.from_exit_code`)
+    wherever the run is recorded: an error of ours or a stop says its own (75 for a busy or
+    lost lock, a daily limit, a budget: tried again later); anything else is a failure (1)."""
+    return error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
 
 
 def failure_reason(error: BaseException) -> str:

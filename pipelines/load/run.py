@@ -23,9 +23,9 @@ from dlt.common.pipeline import LoadInfo
 
 from pipelines.errors import (
     AlreadyRunning,
-    SigningEtlError,
     WarehouseError,
     WarehousePathError,
+    exit_code_of,
     failure_reason,
 )
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
@@ -347,8 +347,7 @@ class _Run:
         DuckDB warehouse never loaded keeps nothing of a first run that failed."""
         if self.recorded:
             return
-        code = error.exit_code if isinstance(error, RunStopped | SigningEtlError) else EXIT_FAILED
-        ended = self.result(code, failure_reason(error))
+        ended = self.result(exit_code_of(error), failure_reason(error))
         if isinstance(error, AlreadyRunning) and self.warehouse.is_file:
             # The file was another run's, so it cannot take the record: journaled. A shared
             # database takes it, where every worker's `status` reads it.

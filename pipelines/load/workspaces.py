@@ -19,8 +19,8 @@ from pipelines.configuration import WorkspaceEntry
 from pipelines.errors import (
     CONFIGURATION_FAILURES,
     EXPECTED_FAILURES,
-    SigningEtlError,
     WarehouseError,
+    exit_code_of,
     failure_reason,
     is_transient,
 )
@@ -95,10 +95,9 @@ def load_workspace(
             settings=entry.settings(),
         )
     except FATAL_FAILURES as error:  # a busy warehouse (another run's) is a stop, not a failure
-        code = error.exit_code if isinstance(error, SigningEtlError) else EXIT_FAILED
-        return WorkspaceLoad(entry, code, failure_reason(error), fatal=True)
+        return WorkspaceLoad(entry, exit_code_of(error), failure_reason(error), fatal=True)
     except RunStopped as error:  # at the first request: nothing fetched, nothing written
-        return WorkspaceLoad(entry, error.exit_code, str(error))
+        return WorkspaceLoad(entry, exit_code_of(error), str(error))
     except EXPECTED_FAILURES as error:  # recorded by the run; here its one line
         transient = is_transient(error)
         return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error), transient=transient)

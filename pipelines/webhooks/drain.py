@@ -35,7 +35,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pipelines.configuration import WorkspaceEntry
-from pipelines.errors import EXPECTED_FAILURES, AlreadyRunning, caused_by, failure_reason
+from pipelines.errors import (
+    EXPECTED_FAILURES,
+    AlreadyRunning,
+    caused_by,
+    exit_code_of,
+    failure_reason,
+)
 from pipelines.outcome import Outcome
 from pipelines.raw.pipeline import make_pipeline
 from pipelines.raw.run_records import record_incomplete_shipments
@@ -173,9 +179,11 @@ def drain_workspace(
     except AlreadyRunning as error:
         result.outcome, result.reason = BUSY, str(error)
     except EXPECTED_FAILURES as error:
-        # A drain the receiver's own stop cut short stopped; it did not fail.
+        # A drain the receiver's own stop cut short stopped; it did not fail. Nor did one that
+        # lost its run lock (exit 75, as a load that lost it): its deliveries wait.
         stopping = isinstance(control.reason, Interrupted) and caused_by(error, control.reason)
-        result.outcome = str(Outcome.STOPPED if stopping else Outcome.FAILED)
+        ended = Outcome.STOPPED if stopping else Outcome.from_exit_code(exit_code_of(error))
+        result.outcome = str(ended)
         result.reason = failure_reason(error)
     finally:
         control.finish()

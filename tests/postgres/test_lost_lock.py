@@ -1,11 +1,13 @@
 """A run whose workspace lock in PostgreSQL is lost while it runs (its session ended: a server
 restart, an operator, a network cut) stops before its next write instead of writing beside the
 run that may hold the lock now: our transactions roll back, dlt's load step never starts, the
-CLI exits 75 with one line, the run is on record, and the next run loads the workspace whole.
+CLI exits 75 with one line, the run is on record, and the next run loads the workspace whole;
+a webhook drain stops alike, its deliveries waiting.
 The session is ended for real, by `pg_terminate_backend` from another connection."""
 
 from __future__ import annotations
 
+import threading
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -14,14 +16,20 @@ import pytest
 
 from pipelines.environment import environment_set
 from pipelines.errors import RunLockLost
+from pipelines.load.run import load_incremental
 from pipelines.status.read import read_status
 from pipelines.warehouse import Warehouse, confirm_run_locks, transaction
 from pipelines.warehouse._advisory import workspace_key
+from pipelines.webhooks.drain import drain_workspace
+from pipelines.webhooks.inbox import Inbox
 from sandbox import RunningSandbox, SandboxConfig
+from sources.signing import RunControl
 from tests.support import (
+    FAST,
     START_MS,
     cli_env,
     describe,
+    fast,
     finish,
     problem_lines,
     run_cli,
@@ -30,6 +38,7 @@ from tests.support import (
 )
 from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.truth import postgres_differences
+from tests.webhooks.test_drain import deliveries, entry, new_records
 
 pytestmark = pytest.mark.slow  # a PostgreSQL server, and a CLI load over real HTTP
 
@@ -150,5 +159,67 @@ def test_a_load_that_lost_its_lock_writes_no_row_exits_75_and_the_next_run_loads
 
         again = run_cli(args, cwd=tmp_path, env=env, timeout=600)
         assert again.returncode == 0, describe(again)
+        with closing(database.connect()) as connection:
+            assert postgres_differences(connection, running.store) == {}
+
+
+def test_a_drain_that_lost_its_lock_is_stopped_and_its_deliveries_wait(
+    postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver's drain goes through the same lock and check as a load: ended the same
+    way, it writes no row and is on record as `stopped` (not `failed`), like the load above."""
+    database = postgres_server.create_database()
+    config = SandboxConfig(seed=59, shipments=40, start_ms=START_MS, limits_enabled=False)
+    warehouse = Warehouse.at(tmp_path / "signing.duckdb", "postgres")
+    credentials = {"DESTINATION__POSTGRES__CREDENTIALS": database.credentials}
+    with RunningSandbox(config) as running, environment_set(credentials):
+        assert load_incremental(warehouse, settings=fast(running)).exit_code == 0
+        shipment_id, contact_id = new_records(running)
+        waiting = deliveries(running, shipment_id, contact_id)
+        inbox = Inbox.open(warehouse.webhooks_dir)
+        for each in waiting:
+            inbox.accept(each)
+
+        # The sandbox holds back its answer for the shipment (the drain holds its lock by then)
+        # until the lock's session has been ended.
+        asked, ended = threading.Event(), threading.Event()
+        find_shipment = running.store.find_shipment
+
+        def answered_after_the_loss(found_id: str) -> Any:
+            asked.set()
+            ended.wait(60)
+            return find_shipment(found_id)
+
+        sessions: list[int] = []
+
+        def end_the_lock_once_asked() -> None:
+            if asked.wait(60):
+                sessions.append(_end_lock_sessions(database))
+            ended.set()
+
+        monkeypatch.setattr(running.store, "find_shipment", answered_after_the_loss)
+        ending = threading.Thread(target=end_the_lock_once_asked)
+        ending.start()
+        lost = drain_workspace(warehouse, entry(running), inbox, control=RunControl(), pacing=FAST)
+        ending.join()
+        monkeypatch.undo()
+
+        assert sessions == [1], "the drain asked for no shipment while holding its lock"
+        assert lost.outcome == "stopped", lost.reason
+        workspace_id = running.store.workspace.id
+        assert f"the run lock of workspace {workspace_id} of the postgres destination" in (
+            lost.reason or ""
+        )
+        last = inbox.status()["default"].last_drain
+        assert last is not None
+        assert (last.outcome, last.reason) == ("stopped", lost.reason)  # what `status` shows
+        assert inbox.waiting("default", 100) == waiting
+        with closing(database.connect()) as connection, connection.cursor() as cursor:
+            cursor.execute("select count(*) from raw.shipments where id = %s", (shipment_id,))
+            assert cursor.fetchone() == (0,), "the drain wrote after its lock was lost"
+
+        done = drain_workspace(warehouse, entry(running), inbox, control=RunControl(), pacing=FAST)
+        assert done.outcome == "completed", done.reason
+        assert inbox.waiting("default", 100) == []
         with closing(database.connect()) as connection:
             assert postgres_differences(connection, running.store) == {}
