@@ -43,6 +43,9 @@ class WarehouseError(SigningEtlError):
     # Whether the warehouse can still take the record of a run that ended with this: true
     # for a refusal of what was asked (a privacy policy these settings cannot write under).
     warehouse_usable: ClassVar[bool] = False
+    # Whether a run's other workspaces would meet it too, so a run of several stops there:
+    # false for what concerns one workspace alone (its lock held by another run, or lost).
+    ends_every_workspace: ClassVar[bool] = True
 
 
 class WarehousePathError(WarehouseError):
@@ -63,6 +66,14 @@ class AlreadyRunning(WarehouseError):
     warehouse_usable: ClassVar[bool] = True
 
 
+class WorkspaceBusy(AlreadyRunning):
+    """Another run holds one workspace's lock (in a shared database, or the workspace's lock
+    file): that workspace stops (exit 75) and a run of several goes on with the others, so
+    workers given the same workspaces share them out instead of queueing behind one."""
+
+    ends_every_workspace: ClassVar[bool] = False
+
+
 class RunLockLost(WarehouseError):
     """The workspace's run lock in a shared database was lost while the run held it (its
     session ended: a server restart, an operator, a network cut for minutes), so another run
@@ -71,6 +82,7 @@ class RunLockLost(WarehouseError):
 
     exit_code = 75
     warehouse_usable: ClassVar[bool] = True
+    ends_every_workspace: ClassVar[bool] = False
 
 
 class LegacyStateError(WarehouseError):

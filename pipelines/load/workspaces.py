@@ -95,7 +95,8 @@ def load_workspace(
             settings=entry.settings(),
         )
     except FATAL_FAILURES as error:  # a busy warehouse (another run's) is a stop, not a failure
-        return WorkspaceLoad(entry, exit_code_of(error), failure_reason(error), fatal=True)
+        fatal = not isinstance(error, WarehouseError) or error.ends_every_workspace
+        return WorkspaceLoad(entry, exit_code_of(error), failure_reason(error), fatal=fatal)
     except RunStopped as error:  # at the first request: nothing fetched, nothing written
         return WorkspaceLoad(entry, exit_code_of(error), str(error))
     except EXPECTED_FAILURES as error:  # recorded by the run; here its one line
@@ -125,7 +126,9 @@ def load_workspaces(
 ) -> list[WorkspaceLoad]:
     """Each workspace's load, in turn or up to `parallel` at once, as they ended.
 
-    One after another, a signal or an unusable warehouse leaves the rest for the next run.
+    One after another, a signal, or a failure every workspace would meet (the warehouse, the
+    configuration), leaves the rest for the next run; a workspace whose lock another run holds
+    (or that lost it) stops alone, and the others go on.
     Side by side, each runs in a thread with its own pipeline, key and pacer; SIGINT/SIGTERM
     stop every one of them cleanly (signals reach only the main thread), and workspaces not
     started by then wait for the next run."""

@@ -12,6 +12,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipelines.errors import AlreadyRunning, WorkspaceBusy
+
 from ._advisory import held_in_database, oldest_holder, workspace_key
 from ._lock import held_lock, holder
 from ._postgres import POSTGRES
@@ -104,15 +106,16 @@ class LockPlace:
         session of their own (`_advisory`: every host sees them, and they go with the
         session); for other destinations, a lock file per workspace beside `path`, which
         covers this host only."""
-        if self.destination == POSTGRES:
-            held_on = f"workspace {', '.join(workspace_ids)} of the postgres destination"
-            keys = [workspace_key(DATASET, workspace_id) for workspace_id in workspace_ids]
-            with held_in_database(keys, held_on, brief):
-                yield
-            return
         with contextlib.ExitStack() as held:
-            for workspace_id in workspace_ids:
-                held.enter_context(
-                    self.exclusive(f"{self.destination}.{workspace_id}", brief=brief)
-                )
+            try:
+                if self.destination == POSTGRES:
+                    held_on = f"workspace {', '.join(workspace_ids)} of the postgres destination"
+                    keys = [workspace_key(DATASET, workspace_id) for workspace_id in workspace_ids]
+                    held.enter_context(held_in_database(keys, held_on, brief))
+                else:
+                    for workspace_id in workspace_ids:
+                        scope = f"{self.destination}.{workspace_id}"
+                        held.enter_context(self.exclusive(scope, brief=brief))
+            except AlreadyRunning as busy:  # these workspaces' alone, not the warehouse's
+                raise WorkspaceBusy(str(busy)) from None
             yield
