@@ -46,7 +46,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     when it is set, as xdist documents."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
-    return len(os.sched_getaffinity(0)) + 1
+    usable = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every core counts
+    cores = len(usable(0)) if usable else os.cpu_count() or 1
+    return cores + 1
 
 
 @pytest.fixture(scope="session")

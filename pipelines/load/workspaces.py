@@ -25,11 +25,12 @@ from pipelines.errors import (
     is_transient,
 )
 from pipelines.load.run import LoadOptions, LoadResult, load_incremental, stop_on_signals
-from pipelines.outcome import EXIT_FAILED, Outcome, is_signal
+from pipelines.outcome import Outcome, is_signal
 from pipelines.warehouse import Warehouse
 from sources.signing import RunControl, RunStopped
 
-# What no other workspace can load past: a locked or unusable warehouse, a setting missing.
+# What a workspace's load may end with before it loads: a locked or unusable warehouse, a
+# setting missing. Most end the run (`fatal`); a busy or lost workspace lock does not.
 FATAL_FAILURES: tuple[type[BaseException], ...] = (WarehouseError, *CONFIGURATION_FAILURES)
 
 
@@ -37,7 +38,8 @@ FATAL_FAILURES: tuple[type[BaseException], ...] = (WarehouseError, *CONFIGURATIO
 class WorkspaceLoad:
     """How one workspace's load ended, as the CLI exits for it: its code and one-line reason,
     what was loaded (None when it ended before loading anything), and `fatal` when no other
-    workspace can load either (a locked or unusable warehouse, configuration missing)."""
+    workspace can load either (a locked DuckDB file, an unusable warehouse, configuration
+    missing; not one workspace's busy or lost lock)."""
 
     entry: WorkspaceEntry
     code: int
@@ -101,7 +103,7 @@ def load_workspace(
         return WorkspaceLoad(entry, exit_code_of(error), str(error))
     except EXPECTED_FAILURES as error:  # recorded by the run; here its one line
         transient = is_transient(error)
-        return WorkspaceLoad(entry, EXIT_FAILED, failure_reason(error), transient=transient)
+        return WorkspaceLoad(entry, exit_code_of(error), failure_reason(error), transient=transient)
     seconds = time.monotonic() - started
     return WorkspaceLoad(entry, result.exit_code, result.stopped, result, seconds)
 

@@ -52,7 +52,7 @@ def test_a_run_of_several_workspaces_passes_over_one_that_another_run_holds(
                 "select workspace_id, outcome from raw._signing_runs order by started_at"
             )
             runs = cursor.fetchall()
-            assert sorted(runs[2:]) == sorted([(east, "stopped"), (west, "completed")]), runs
+            assert runs[2:] == [(east, "stopped"), (west, "completed")], runs
             assert postgres_differences(connection, running.stores[1], by_workspace=True) == {}
             # East's day of activity waits for the next run.
             assert postgres_differences(connection, running.stores[0], by_workspace=True) != {}
