@@ -30,6 +30,7 @@ from tests.support import (
     FAST,
     START_MS,
     admin,
+    advance_every_workspace,
     cli_env,
     client_for,
     describe,
@@ -136,8 +137,7 @@ def test_two_workspaces_with_colliding_ids_each_equal_their_sandbox(
 
     # Activity in both, one webhook deleted in each (the same id in both workspaces would
     # remove the other's if deletions were not scoped), then both load again.
-    for store in running.stores:
-        admin(running, "POST", f"/advance?workspace={store.workspace.id}", {"days": 2})
+    advance_every_workspace(running, days=2)
     deleted = _delete_a_webhook(running, first)
     assert deleted in running.stores[second].webhooks
     _load(running, warehouse, first)

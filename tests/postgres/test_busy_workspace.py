@@ -12,7 +12,14 @@ import pytest
 from pipelines.environment import environment_set
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
-from tests.support import START_MS, admin, describe, problem_lines, run_cli, workspaces_env
+from tests.support import (
+    START_MS,
+    advance_every_workspace,
+    describe,
+    problem_lines,
+    run_cli,
+    workspaces_env,
+)
 from tests.support.postgres import PostgresServer
 from tests.support.truth import postgres_differences
 
@@ -33,8 +40,7 @@ def test_a_run_of_several_workspaces_passes_over_one_that_another_run_holds(
         env.update(credentials, SIGNING_ETL_LOCK_WAIT_SECONDS="0")
         first = run_cli(LOAD, cwd=tmp_path, env=env)
         assert first.returncode == 0, describe(first)
-        for store in running.stores:  # a day of activity in each workspace
-            admin(running, "POST", f"/advance?workspace={store.workspace.id}", {"hours": 24})
+        advance_every_workspace(running, hours=24)  # a day of activity in each workspace
 
         # `east` comes first again (it began first last time), held as another worker's run
         # would hold it.

@@ -27,7 +27,7 @@ from tests.models.workspaces import workspace_marts
 from tests.support import (
     MARTS,
     START_MS,
-    admin,
+    advance_every_workspace,
     describe,
     differences,
     error_lines,
@@ -228,8 +228,7 @@ def test_marts_built_on_postgres_equal_the_sandbox_and_duckdb_also_after_activit
     _duckdb_twin(running, twin)
     _check_marts(running, database, twin, folder)
 
-    for store in running.stores:
-        admin(running, "POST", f"/advance?workspace={store.workspace.id}", {"hours": 12})
+    advance_every_workspace(running, hours=12)
     again = run_cli(["load", "--destination", "postgres"], cwd=folder, env=env)
     assert again.returncode == 0, describe(again)
     raw = _raw_snapshot(database, folder / "postgres_raw_again.duckdb")

@@ -19,7 +19,7 @@ from pipelines.warehouse import staging_dataset
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import (
     START_MS,
-    admin,
+    advance_every_workspace,
     cli_env,
     describe,
     finish,
@@ -86,10 +86,7 @@ class Team:
             assert twice == [(0,)], table
 
     def advance(self, hours: int) -> None:
-        for store in self.running.stores:
-            admin(
-                self.running, "POST", f"/advance?workspace={store.workspace.id}", {"hours": hours}
-            )
+        advance_every_workspace(self.running, hours=hours)
 
 
 LOAD = ["load", "--destination", "postgres", "--no-models"]
