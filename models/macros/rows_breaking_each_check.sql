@@ -1,9 +1,9 @@
 {#-
-    The body of a test that checks many things in one scan (`not_null_columns`,
-    `column_rules`): `checks` is a list of (label, condition) pairs, the condition true on a row
-    that breaks the check. Counts those rows per check in one pass over `relation`, and returns
-    one row per check that some row breaks: its label (as `label_column`) and the count (as
-    `count_column`). A condition that is null on a row (a null compared) does not count it.
+    The body of a test that checks many things in one scan (`column_rules`, the null counts of
+    `keys_and_not_nulls`): `checks` is a list of (label, condition) pairs, the condition true on
+    a row that breaks the check. Counts those rows per check in one pass over `relation`, and
+    returns one row per check that some row breaks: its label (as `label_column`) and the count
+    (as `count_column`). A condition that is null on a row (a null compared) does not count it.
 -#}
 {% macro rows_breaking_each_check(relation, checks, label_column, count_column) %}
 

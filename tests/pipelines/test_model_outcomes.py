@@ -4,7 +4,7 @@ run's working file was not published; a later good build replaces it. A part of 
 (`--select`) builds on a warehouse where the rest was never built.
 
 The failure is made the way a service's bad day makes one: a shipment listed twice in `raw`
-(the staging model's unique test errors) and a document the shipments point to gone from `raw`
+(the staging model's key test errors) and a document the shipments point to gone from `raw`
 (a relationships test warns). The test names come from the models' YAML.
 """
 
@@ -25,7 +25,7 @@ from tests.support.cli import cli_env, describe, error_lines, load_args, run_cli
 pytestmark = pytest.mark.slow  # dbt builds of changed models
 
 MODEL = "stg_signing__shipments"
-ERRORS = "unique_combination_of_columns"  # the model's unique test (models' YAML)
+ERRORS = "keys_and_not_nulls"  # the model's keys and nulls test (models' YAML)
 WARNS = "relationships_within_workspace"  # its document_id test, severity warn
 
 

@@ -1,6 +1,6 @@
 {#-
     Every rule on the model's values holds, all of them in one scan and one test node: like
-    `not_null_columns`, this keeps dbt's per-column checks (`accepted_range`, `accepted_values`,
+    `keys_and_not_nulls`, this keeps dbt's per-column checks (`accepted_range`, `accepted_values`,
     "no larger than the stage before") and drops dbt's own work per test node, which cost more
     than the queries did.
 
@@ -8,7 +8,7 @@
       min_value / max_value  the value lies between them (inclusive; either may be a column);
       not_larger_than        the value is at most this column's (e.g. opened <= sent);
       values                 the value is one of these (strings).
-    A null is never compared, so it breaks no rule (`not_null_columns` says which may be null).
+    A null is never compared, so it breaks no rule (`keys_and_not_nulls` lists the never-null).
     Fails with one row per broken rule: the rule as written and how many rows break it.
 -#}
 {% test column_rules(model, rules) %}
