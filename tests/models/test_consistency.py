@@ -589,7 +589,7 @@ def test_a_failing_test_is_one_line_with_the_log_and_nothing_printed(
     loaded_warehouse: tuple[Path, Store], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     warehouse = copy_of(loaded_warehouse[0], tmp_path)
-    with duckdb.connect(str(warehouse)) as db:  # an audit event twice: `unique` fails
+    with duckdb.connect(str(warehouse)) as db:  # an audit event twice: its key test fails
         db.execute(
             "insert into raw.audit_events select * replace ('x' as _dlt_id) "
             "from raw.audit_events limit 1"
