@@ -2,10 +2,12 @@
 range, order and accepted value) and `keys_and_not_nulls` (every key unique, the never-null
 columns without nulls). Against a mart made by hand, whose broken rows are known, each fails with
 exactly what those rows break: a rule or a column with how many rows, a repeated key with its
-value and how many rows share it."""
+value and how many rows share it. A key that is not a list of columns stops dbt's parse with one
+line that says so."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from datetime import date
 from pathlib import Path
@@ -159,3 +161,33 @@ def _keys_test_arguments() -> dict[str, Any]:
     [test] = [each for each in model["data_tests"] if "keys_and_not_nulls" in each]
     arguments: dict[str, Any] = test["keys_and_not_nulls"]["arguments"]
     return arguments
+
+
+@pytest.mark.parametrize(
+    ("keys", "reason"),
+    [
+        ("[time_to_sign_id]", "each key is a list of columns: [[time_to_sign_id]], not"),
+        ("[[]]", "a key without columns"),
+    ],
+)
+def test_a_key_that_is_not_a_list_of_columns_stops_the_parse_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keys: str, reason: str
+) -> None:
+    project = tmp_path / "models"
+    shutil.copytree(PROJECT_DIR, project, ignore=shutil.ignore_patterns("target", "logs"))
+    [path] = (project / "models").rglob(f"{MART}.yml")
+    declared = "keys: [[time_grain, workspace_id, document_id, sent_week], [time_to_sign_id]]"
+    assert declared in path.read_text()
+    path.write_text(path.read_text().replace(declared, f"keys: {keys}"))
+    monkeypatch.setenv("SIGNING_WAREHOUSE", str(tmp_path / "signing.duckdb"))
+
+    outcome = dbtRunner().invoke(
+        [
+            "parse",
+            *("--project-dir", str(project), "--profiles-dir", str(project)),
+            *("--log-level", "none", "--no-send-anonymous-usage-stats"),
+        ]
+    )
+
+    assert outcome.success is False
+    assert f"keys_and_not_nulls: {reason}" in str(outcome.exception)

@@ -20,14 +20,14 @@
     {%- do null_checks.append(("not null: " ~ column, column ~ " is null")) %}
 {%- endfor %}
 {%- if not (keys or null_checks) %}
-    {{ exceptions.raise_compiler_error(
-        "keys_and_not_nulls on " ~ model ~ ": give keys, not_null or both") }}
+    {{ exceptions.raise_compiler_error("keys_and_not_nulls: give keys, not_null or both") }}
 {%- endif %}
 {%- for key in keys %}
-    {%- if key is string or not key %}
+    {%- if key is string %}
         {{ exceptions.raise_compiler_error(
-            "keys_and_not_nulls on " ~ model ~ ": each key is a list of columns, as [["
-            ~ key ~ "]], not " ~ key) }}
+            "keys_and_not_nulls: each key is a list of columns: [[" ~ key ~ "]], not " ~ key) }}
+    {%- elif not key %}
+        {{ exceptions.raise_compiler_error("keys_and_not_nulls: a key without columns") }}
     {%- endif %}
 {%- endfor %}
 
