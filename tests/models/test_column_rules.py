@@ -17,7 +17,7 @@ import duckdb
 import pytest
 import yaml
 from dbt.artifacts.schemas.run import RunExecutionResult
-from dbt.cli.main import dbtRunner
+from dbt.cli.main import dbtRunner, dbtRunnerResult
 
 from pipelines.modeling.build import PROJECT_DIR
 
@@ -76,18 +76,32 @@ def tested(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, An
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("SIGNING_WAREHOUSE", str(warehouse))
         work = folder / ".dbt"
-        outcome = dbtRunner().invoke(
-            [
-                "test",
-                *("--project-dir", str(PROJECT_DIR), "--profiles-dir", str(PROJECT_DIR)),
-                *("--target-path", str(work / "target"), "--log-path", str(work / "logs")),
-                *("--select", f"{RULES} {KEYS}", "--store-failures"),
-                *("--log-level", "none", "--no-send-anonymous-usage-stats"),
-            ]
+        outcome = _dbt(
+            PROJECT_DIR,
+            "test",
+            *("--target-path", str(work / "target"), "--log-path", str(work / "logs")),
+            *("--select", f"{RULES} {KEYS}", "--store-failures"),
         )
     assert outcome.success is False
     assert isinstance(outcome.result, RunExecutionResult)
     return warehouse, {result.node.name: result for result in outcome.result.results}
+
+
+def _dbt(project: Path, *args: str) -> dbtRunnerResult:
+    """dbt's `args` on `project` (its own profile), in this process and silent."""
+    return dbtRunner().invoke(
+        [
+            *args,
+            *("--project-dir", str(project), "--profiles-dir", str(project)),
+            *("--log-level", "none", "--no-send-anonymous-usage-stats"),
+        ]
+    )
+
+
+def _mart_yaml(project: Path) -> Path:
+    """The YAML beside the mart's SQL in `project`."""
+    [path] = (project / "models").rglob(f"{MART}.yml")
+    return path
 
 
 def _stored(warehouse: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -156,8 +170,7 @@ def test_each_column_with_nulls_and_each_repeated_key_is_one_row(
 
 def _keys_test_arguments() -> dict[str, Any]:
     """The mart's `keys_and_not_nulls` arguments, as its YAML gives them."""
-    [path] = (PROJECT_DIR / "models").rglob(f"{MART}.yml")
-    [model] = yaml.safe_load(path.read_text())["models"]
+    [model] = yaml.safe_load(_mart_yaml(PROJECT_DIR).read_text())["models"]
     [test] = [each for each in model["data_tests"] if "keys_and_not_nulls" in each]
     arguments: dict[str, Any] = test["keys_and_not_nulls"]["arguments"]
     return arguments
@@ -175,19 +188,13 @@ def test_a_key_that_is_not_a_list_of_columns_stops_the_parse_in_one_line(
 ) -> None:
     project = tmp_path / "models"
     shutil.copytree(PROJECT_DIR, project, ignore=shutil.ignore_patterns("target", "logs"))
-    [path] = (project / "models").rglob(f"{MART}.yml")
+    path = _mart_yaml(project)
     declared = "keys: [[time_grain, workspace_id, document_id, sent_week], [time_to_sign_id]]"
     assert declared in path.read_text()
     path.write_text(path.read_text().replace(declared, f"keys: {keys}"))
     monkeypatch.setenv("SIGNING_WAREHOUSE", str(tmp_path / "signing.duckdb"))
 
-    outcome = dbtRunner().invoke(
-        [
-            "parse",
-            *("--project-dir", str(project), "--profiles-dir", str(project)),
-            *("--log-level", "none", "--no-send-anonymous-usage-stats"),
-        ]
-    )
+    outcome = _dbt(project, "parse")
 
     assert outcome.success is False
     assert f"keys_and_not_nulls: {reason}" in str(outcome.exception)

@@ -13,6 +13,7 @@ from pipelines.environment import environment_set
 from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import (
+    POSTGRES_LOAD,
     START_MS,
     advance_every_workspace,
     describe,
@@ -25,8 +26,6 @@ from tests.support.truth import postgres_differences
 
 pytestmark = pytest.mark.slow  # a PostgreSQL server and two CLI loads of two workspaces
 
-LOAD = ["load", "--destination", "postgres", "--no-models"]
-
 
 def test_a_run_of_several_workspaces_passes_over_one_that_another_run_holds(
     postgres_server: PostgresServer, tmp_path: Path
@@ -38,7 +37,7 @@ def test_a_run_of_several_workspaces_passes_over_one_that_another_run_holds(
         east, west = (store.workspace.id for store in running.stores)
         env = workspaces_env(running, {"east": running.api_keys[0], "west": running.api_keys[1]})
         env.update(credentials, SIGNING_ETL_LOCK_WAIT_SECONDS="0")
-        first = run_cli(LOAD, cwd=tmp_path, env=env)
+        first = run_cli(POSTGRES_LOAD, cwd=tmp_path, env=env)
         assert first.returncode == 0, describe(first)
         advance_every_workspace(running, hours=24)  # a day of activity in each workspace
 
@@ -46,7 +45,7 @@ def test_a_run_of_several_workspaces_passes_over_one_that_another_run_holds(
         # would hold it.
         held_by_another = Warehouse.at(tmp_path / "other.duckdb", "postgres")
         with environment_set(credentials), held_by_another.workspace_locks([east]):
-            passed_over = run_cli(LOAD, cwd=tmp_path, env=env)
+            passed_over = run_cli(POSTGRES_LOAD, cwd=tmp_path, env=env)
 
         assert passed_over.returncode == 75, describe(passed_over)  # a stop: tried again later
         assert "Traceback" not in passed_over.stderr, describe(passed_over)
@@ -63,7 +62,7 @@ def test_a_run_of_several_workspaces_passes_over_one_that_another_run_holds(
             # East's day of activity waits for the next run.
             assert postgres_differences(connection, running.stores[0], by_workspace=True) != {}
 
-        again = run_cli(LOAD, cwd=tmp_path, env=env)
+        again = run_cli(POSTGRES_LOAD, cwd=tmp_path, env=env)
         assert again.returncode == 0, describe(again)
         with closing(database.connect()) as connection:
             for store in running.stores:

@@ -18,6 +18,7 @@ import pytest
 from pipelines.warehouse import staging_dataset
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import (
+    POSTGRES_LOAD,
     START_MS,
     advance_every_workspace,
     cli_env,
@@ -89,9 +90,6 @@ class Team:
         advance_every_workspace(self.running, hours=hours)
 
 
-LOAD = ["load", "--destination", "postgres", "--no-models"]
-
-
 @pytest.fixture(scope="module")
 def team(
     postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
@@ -111,12 +109,12 @@ def test_one_workspace_is_loaded_by_one_worker_at_a_time(team: Team) -> None:
     folder, env = team.worker(
         key, SOURCES__SIGNING__REQUESTS_PER_SECOND="5", SOURCES__SIGNING__BURST="1"
     )
-    first = start_cli(LOAD, cwd=folder, env=env)
+    first = start_cli(POSTGRES_LOAD, cwd=folder, env=env)
     wait_for_requests(team.running, 20, first)
     folder, env = team.worker(key, SIGNING_ETL_LOCK_WAIT_SECONDS="0")
-    impatient = start_cli(LOAD, cwd=folder, env=env)
+    impatient = start_cli(POSTGRES_LOAD, cwd=folder, env=env)
     folder, env = team.worker(key)
-    patient = start_cli(LOAD, cwd=folder, env=env)
+    patient = start_cli(POSTGRES_LOAD, cwd=folder, env=env)
     stopped, waited, loaded = finish(impatient, 300), finish(patient, 300), finish(first, 300)
 
     assert loaded.returncode == 0, describe(loaded)
@@ -150,7 +148,7 @@ def test_two_workspaces_load_side_by_side_round_after_round(team: Team) -> None:
         started = []
         for key in team.running.api_keys:
             folder, env = team.worker(key)
-            started.append(start_cli(LOAD, cwd=folder, env=env))
+            started.append(start_cli(POSTGRES_LOAD, cwd=folder, env=env))
         for process in started:
             done = finish(process, 400)
             assert done.returncode == 0, f"round {round_}: {describe(done)}"
@@ -173,7 +171,7 @@ def test_a_worker_with_an_empty_folder_continues_from_the_database(team: Team) -
     key, store = team.running.api_keys[1], team.running.stores[1]
     folder, env = team.worker(key)
     before = served(team.running)
-    done = run_cli(LOAD, cwd=folder, env=env, timeout=400)
+    done = run_cli(POSTGRES_LOAD, cwd=folder, env=env, timeout=400)
     requests = served(team.running) - before
     assert done.returncode == 0, describe(done)
     # A first load reads every shipment's audit trail and fields: two requests a shipment.

@@ -1,6 +1,7 @@
 """Helpers shared by the test modules (the pytest fixtures built on them are in conftest.py)."""
 
 from .cli import (
+    POSTGRES_LOAD,
     PROGRESS_LINE,
     cli_env,
     describe,
@@ -36,6 +37,7 @@ __all__ = [
     "FAST",
     "MARTS",
     "MODELS_BUILT",
+    "POSTGRES_LOAD",
     "PROGRESS_LINE",
     "START_MS",
     "Arrival",

@@ -93,6 +93,10 @@ def load_args(warehouse: Path, *options: str) -> list[str]:
     return ["load", "--duckdb", str(warehouse), "--no-models", *options]
 
 
+# `load` into the PostgreSQL destination its environment configures, without the models.
+POSTGRES_LOAD = ("load", "--destination", "postgres", "--no-models")
+
+
 def run_cli(
     args: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:

@@ -7,10 +7,10 @@
 
     One scan counts every column's nulls (macro `rows_breaking_each_check`); each key is one
     `group by`, so nulls in a key count as equal values (`not_null` lists the key columns that
-    may never be null). Fails with
-    one row per column with nulls (`not null: <column>`, the rows, no key value) and one row per
-    repeated key value (`unique: <columns>`, the value as text, the rows that share it), so
-    `--store-failures` keeps the duplicates themselves, as dbt's `unique` did.
+    may never be null). Fails with one row per column with nulls (`not null: <column>`, the
+    rows, no key value) and one row per repeated key value (`unique: <columns>`, the value as
+    text, the rows that share it), so `--store-failures` keeps the duplicates themselves, as
+    dbt's `unique` did.
 -#}
 {% test keys_and_not_nulls(model, keys=[], not_null=[]) %}
 
@@ -64,8 +64,9 @@ broken as (
     {{- "\n\n    union all" if keys }}
     {%- endif %}
     {%- for key in keys %}
+    {%- set label = "unique: " ~ key | join(", ") %}
 
-    select 'unique: {{ key | join(", ") }}' as broken_check, key_value, count_rows
+    select '{{ label | replace("'", "''") }}' as broken_check, key_value, count_rows
     from repeated_{{ loop.index }}
     {{- "\n\n    union all" if not loop.last }}
     {%- endfor %}
