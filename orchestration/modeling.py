@@ -6,21 +6,32 @@ the raw assets, so lineage runs from each raw table to every mart; dbt's tests a
 
 import shutil
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import orjson
 from dagster_dbt import (
     DagsterDbtTranslator,
     DagsterDbtTranslatorSettings,
+    DbtCliInvocation,
     DbtCliResource,
     DbtProject,
     dbt_assets,
 )
 
 from orchestration.resources import WAREHOUSE_POOL, SigningWarehouse
-from pipelines.modeling.build import PROJECT_DIR, WITHOUT_UNIT_TESTS
+from pipelines.modeling.build import (
+    PROJECT_DIR,
+    WITHOUT_UNIT_TESTS,
+    ModelsResult,
+    recorded_build,
+    result_of_run_results,
+)
+
+RUN_RESULTS = "run_results.json"  # what dbt did, written as its build ends (failed or not)
 
 
 def dbt_executable() -> str:
@@ -74,9 +85,39 @@ def model_assets(project: DbtProject) -> dg.AssetsDefinition:
     def signing_models(
         context: dg.AssetExecutionContext, dbt: DbtCliResource, signing_warehouse: SigningWarehouse
     ) -> Iterator[Any]:
-        target = signing_warehouse.warehouse.dbt_dir / "dagster"
-        with signing_warehouse.for_dbt():
-            build = ["build", *WITHOUT_UNIT_TESTS]  # as every load's build: the data's tests
-            yield from dbt.cli(build, context=context, target_path=target).stream()
+        with recorded_build(signing_warehouse.warehouse) as build:
+            target = build.place.dbt_dir / "dagster"
+            (target / RUN_RESULTS).unlink(missing_ok=True)  # this build's, never the last one's
+            started = time.monotonic()
+            args = ["build", *WITHOUT_UNIT_TESTS]  # as every load's build: the data's tests
+            invocation = dbt.cli(args, context=context, target_path=target)
+            try:
+                yield from invocation.stream()
+            finally:
+                build.result = _outcome(invocation, time.monotonic() - started)
 
     return signing_models
+
+
+def _outcome(invocation: DbtCliInvocation, seconds: float) -> ModelsResult | None:
+    """What the dbt process did, counted as the CLI counts a build (its `run_results.json`);
+    None while it still runs (the step was interrupted: a stop, not a build to record)."""
+    code = invocation.process.poll()
+    if code is None:
+        return None
+    log_file = invocation.target_path / "dbt.log"
+    results = invocation.target_path / RUN_RESULTS
+    if results.is_file():
+        return result_of_run_results(
+            orjson.loads(results.read_bytes()),
+            invocation.manifest,
+            success=code == 0,
+            seconds=seconds,
+            log_file=log_file,
+        )
+    return ModelsResult(
+        success=False,
+        first_error=f"dbt build failed before running any node (exit code {code})",
+        seconds=seconds,
+        log_file=log_file,
+    )

@@ -7,11 +7,11 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from dbt.artifacts.resources.types import NodeType
 from dbt.artifacts.schemas.results import NodeStatus
@@ -32,6 +32,17 @@ WARNED_NAMED = 5  # warned tests named in the summary line (all of them in the b
 # give the same answer on every warehouse, cost a tenth of a build, and run where the SQL
 # changes (`signing-etl models --unit-tests`, the suite's tests/models), as dbt advises.
 WITHOUT_UNIT_TESTS = ("--exclude-resource-type", "unit_test")
+_BUILT = frozenset({NodeType.Model.value, NodeType.Snapshot.value})
+_TESTS = frozenset({NodeType.Test.value, NodeType.Unit.value})
+# dbt's node statuses as a build's summary counts them; any other (error, fail, runtime error,
+# partial success) is an error.
+_STATUSES = {
+    NodeStatus.Success.value: "passed",
+    NodeStatus.Pass.value: "passed",
+    NodeStatus.NoOp.value: "passed",
+    NodeStatus.Warn.value: "warned",
+    NodeStatus.Skipped.value: "skipped",
+}
 
 
 @dataclass(frozen=True)
@@ -116,18 +127,50 @@ def build_models(
             a failed result, not an error. A missing DuckDB file is also a
             `FileNotFoundError`.
     """
+    with recorded_build(warehouse) as build:
+        result = _build(build.place, build.target, select, quiet, command, unit_tests=unit_tests)
+        build.result = result
+    return result
+
+
+@dataclass
+class BuildOnRecord:
+    """One build inside `recorded_build`: where dbt runs, and what it did (`result`, set by
+    whoever ran dbt; a build that ends without one, interrupted, is not recorded)."""
+
+    place: Warehouse
+    target: DbtTarget
+    result: ModelsResult | None = None
+
+
+@contextlib.contextmanager
+def recorded_build(warehouse: Warehouse | Path) -> Iterator[BuildOnRecord]:
+    """A model build on the warehouse, kept on record where `status` reads it: the one way in
+    for every build, dbt in this process (`build_models`) or Dagster's dbt
+    (`orchestration.modeling`), so none can skip the record.
+
+    The block runs with dbt's target environment set (`Warehouse.for_dbt`) once the warehouse
+    passed `check_for_models`; its `result` is recorded in the working file (published with
+    what the build wrote) and, for a failure, in the journal. A warehouse or target refused
+    before anything ran is on record as a failed build, and its `ModelsError` raised.
+    """
     place = Warehouse.of(warehouse)
     started = datetime.now(UTC)
+    build: BuildOnRecord | None = None
     try:
         with place.for_dbt() as target:
             place.check_for_models()
-            result = _build(place, target, select, quiet, command, unit_tests=unit_tests)
-            place.release_dbt()
-            record_build(place, _as_build(started, result))  # published with what it built
-    except ModelsError as error:  # nothing was built: on record all the same
-        record_build(place, _as_build(started, ModelsResult(False, first_error=str(error))))
+            build = BuildOnRecord(place, target)
+            try:
+                yield build
+            finally:
+                if build.result is not None:
+                    place.release_dbt()
+                    record_build(place, _as_build(started, build.result))
+    except ModelsError as error:
+        if build is None:  # nothing was built: on record all the same
+            record_build(place, _as_build(started, ModelsResult(False, first_error=str(error))))
         raise
-    return result
 
 
 def _as_build(started: datetime, result: ModelsResult) -> ModelBuild:
@@ -195,7 +238,7 @@ def _build(
     if isinstance(outcome.result, RunExecutionResult):
         if parsed is None:  # dbt parsed, and the project was valid: kept for the next folder
             keep_parse(key, work_dir / "target")
-        return _count(outcome.result, outcome.success, seconds, log_file)
+        return _count(_outcomes(outcome.result), outcome.success, seconds, log_file)
     reason = outcome.exception or "dbt build failed before running any node"
     return ModelsResult(
         success=False, first_error=_one_line(str(reason)), seconds=seconds, log_file=log_file
@@ -215,8 +258,56 @@ def neutral_argv(command: str) -> Iterator[None]:
         sys.argv = ours
 
 
+@dataclass(frozen=True)
+class NodeOutcome:
+    """One node of a build as dbt reported it, in this process or in `run_results.json`."""
+
+    resource_type: str  # dbt's NodeType value: model, snapshot, test, unit_test, ...
+    status: str  # dbt's NodeStatus value: success, pass, warn, error, fail, skipped, ...
+    name: str
+    message: str | None = None
+
+
+def result_of_run_results(
+    run_results: Mapping[str, Any],
+    manifest: Mapping[str, Any],
+    *,
+    success: bool,
+    seconds: float,
+    log_file: Path | None,
+) -> ModelsResult:
+    """What a build in another process did, from the `run_results.json` it wrote and the
+    manifest it ran (the nodes' names and kinds), counted as a build in this process is."""
+    known = {**manifest.get("nodes", {}), **manifest.get("unit_tests", {})}
+    outcomes = []
+    for entry in run_results.get("results", []):
+        unique_id = str(entry.get("unique_id", ""))
+        node = known.get(unique_id, {})
+        outcomes.append(
+            NodeOutcome(
+                resource_type=str(node.get("resource_type") or unique_id.split(".")[0]),
+                status=str(entry.get("status")),
+                name=str(node.get("name") or unique_id),
+                message=entry.get("message"),
+            )
+        )
+    return _count(outcomes, success, seconds, log_file)
+
+
+def _outcomes(execution: RunExecutionResult) -> list[NodeOutcome]:
+    return [
+        NodeOutcome(
+            NodeType(result.node.resource_type).value,
+            NodeStatus(result.status).value,
+            result.node.name,
+            result.message,
+        )
+        for result in execution.results
+    ]
+
+
 def _count(
-    execution: RunExecutionResult, success: bool, seconds: float, log_file: Path
+    outcomes: Iterable[NodeOutcome], success: bool, seconds: float, log_file: Path | None
 ) -> ModelsResult:
     counts = {
         (kind, status): 0
@@ -225,29 +316,19 @@ def _count(
     }
     first_error: str | None = None
     named: dict[str, list[str]] = {"errored": [], "warned": []}
-    for result in execution.results:
-        if result.node.resource_type not in (
-            NodeType.Model,
-            NodeType.Snapshot,
-            NodeType.Test,
-            NodeType.Unit,
-        ):
+    for outcome in outcomes:
+        if outcome.resource_type in _BUILT:
+            kind = "model"  # a snapshot (versions of shipments, ...) is built like a model
+        elif outcome.resource_type in _TESTS:
+            kind = "test"
+        else:
             continue  # seeds, hooks: none in this project
-        # A snapshot (the versions of shipments, recipients, contacts) is built like a model.
-        built = (NodeType.Model, NodeType.Snapshot)
-        kind = "model" if result.node.resource_type in built else "test"
-        status = {
-            NodeStatus.Success: "passed",
-            NodeStatus.Pass: "passed",
-            NodeStatus.NoOp: "passed",
-            NodeStatus.Warn: "warned",
-            NodeStatus.Skipped: "skipped",
-        }.get(NodeStatus(result.status), "errored")
+        status = _STATUSES.get(outcome.status, "errored")
         counts[kind, status] += 1
         if status in named:
-            named[status].append(result.node.name)
+            named[status].append(outcome.name)
         if status == "errored" and first_error is None:
-            first_error = _one_line(f"{result.node.name}: {result.message or result.status}")
+            first_error = _one_line(f"{outcome.name}: {outcome.message or outcome.status}")
     errored = counts["model", "errored"] + counts["test", "errored"]
     if not success and first_error is None:
         first_error = "dbt build did not succeed"

@@ -1,7 +1,7 @@
 """What each model build leaves where `status` reads it: one row per `dbt build` in
 `raw._signing_model_builds` (when, whether it succeeded, the models and tests that failed and
-the tests that warned, by name), written by `build_models`, the one place every build goes
-through (`load`, `models`, `forget`, the demo).
+the tests that warned, by name), written by `build.recorded_build`, the one place every build
+goes through (`load`, `models`, `forget`, the demo, Dagster's model assets).
 
 A failed build is also kept in a journal beside the warehouse (`model_builds.jsonl` in its
 working folder): on the DuckDB default a failed run is not published, so its row in the
