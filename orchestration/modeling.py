@@ -91,17 +91,21 @@ def model_assets(project: DbtProject) -> dg.AssetsDefinition:
             started = time.monotonic()
             args = ["build", *WITHOUT_UNIT_TESTS]  # as every load's build: the data's tests
             invocation = dbt.cli(args, context=context, target_path=target)
+            # A failed build raises (dagster-dbt) and is recorded first; an interrupted step
+            # (Dagster's interruption is a BaseException) is a stop, recorded as none.
             try:
                 yield from invocation.stream()
-            finally:
+            except Exception:
                 build.result = _outcome(invocation, time.monotonic() - started)
+                raise
+            build.result = _outcome(invocation, time.monotonic() - started)
 
     return signing_models
 
 
 def _outcome(invocation: DbtCliInvocation, seconds: float) -> ModelsResult | None:
     """What the dbt process did, counted as the CLI counts a build (its `run_results.json`);
-    None while it still runs (the step was interrupted: a stop, not a build to record)."""
+    None while it still runs."""
     code = invocation.process.poll()
     if code is None:
         return None

@@ -578,3 +578,39 @@ def test_a_failed_build_under_dagster_fails_the_status_check_until_a_good_one(
     assert not [line for line in error_lines(check.stderr) if "model build" in line], describe(
         check
     )
+
+
+def test_an_interrupted_dagster_build_is_not_on_record(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """SIGINT while Dagster's dbt runs stops the step, as Ctrl-C stops `signing-etl models`: no
+    build is recorded for it, so `status` still shows the last finished one."""
+    warehouse = tmp_path / "signing.duckdb"
+    shutil.copyfile(deployment.warehouse, warehouse)
+    before = _status_json(warehouse, tmp_path)["models"]
+    defs = build_definitions(warehouse=warehouse)
+    models = [k for k in defs.resolve_asset_graph().get_all_asset_keys() if k.path[0] != "signing"]
+    log = tmp_path / ".signing.dbt" / "dagster" / "dbt.log"
+    sender = threading.Thread(target=_interrupt_once_dbt_runs, args=(log,), daemon=True)
+    sender.start()
+    with configured(environment(deployment.running)):
+        result = defs.resolve_job_def("signing_daily").execute_in_process(
+            partition_key=WORKSPACES[1],
+            instance=deployment.instance,
+            asset_selection=models,
+            raise_on_error=False,
+        )
+    sender.join(timeout=60)
+    assert not result.success
+    assert _status_json(warehouse, tmp_path)["models"] == before
+
+
+def _interrupt_once_dbt_runs(log: Path) -> None:
+    """SIGINT to this process once dbt has started a node (its log beside the warehouse says
+    so), as Ctrl-C or an operator's stop reaches a step; nothing if dbt never got that far."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if log.is_file() and "START sql" in log.read_text(errors="replace"):
+            os.kill(os.getpid(), signal.SIGINT)
+            return
+        time.sleep(0.05)
