@@ -9,10 +9,9 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import dagster as dg
-import orjson
 from dagster_dbt import (
     DagsterDbtTranslator,
     DagsterDbtTranslatorSettings,
@@ -31,7 +30,7 @@ from pipelines.modeling.build import (
     result_of_run_results,
 )
 
-RUN_RESULTS = "run_results.json"  # what dbt did, written as its build ends (failed or not)
+RUN_RESULTS: Final = "run_results.json"  # what dbt did, written as its build ends (failed or not)
 
 
 def dbt_executable() -> str:
@@ -110,10 +109,9 @@ def _outcome(invocation: DbtCliInvocation, seconds: float) -> ModelsResult | Non
     if code is None:
         return None
     log_file = invocation.target_path / "dbt.log"
-    results = invocation.target_path / RUN_RESULTS
-    if results.is_file():
+    if (invocation.target_path / RUN_RESULTS).is_file():
         return result_of_run_results(
-            orjson.loads(results.read_bytes()),
+            invocation.get_artifact(RUN_RESULTS),
             invocation.manifest,
             success=code == 0,
             seconds=seconds,

@@ -6,10 +6,10 @@ the CLI (a daily stop is a stopped run, not a failed one; a failure carries the 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -51,6 +51,7 @@ from tests.support import (
     error_lines,
     run_cli,
     served,
+    status_document,
     workspaces_env,
 )
 
@@ -103,12 +104,25 @@ class Deployment:
         """The daily job for one workspace: its raw assets, and the models when `models`."""
         graph = self.defs.resolve_asset_graph()
         keys = [k for k in graph.get_all_asset_keys() if models or k.path[0] == "signing"]
-        return self.defs.resolve_job_def("signing_daily").execute_in_process(
+        return self.run(self.defs, partition, keys)
+
+    def run(
+        self, defs: dg.Definitions, partition: str, keys: list[dg.AssetKey]
+    ) -> dg.ExecuteInProcessResult:
+        """The daily job of `defs` (these, or another warehouse's) for one workspace and the
+        assets `keys`, on this deployment's instance."""
+        return defs.resolve_job_def("signing_daily").execute_in_process(
             partition_key=partition,
             instance=self.instance,
             asset_selection=keys,
             raise_on_error=False,
         )
+
+    def copy(self, folder: Path) -> tuple[Path, dg.Definitions]:
+        """A copy of the warehouse in `folder`, and the definitions that load and build it."""
+        warehouse = folder / "signing.duckdb"
+        shutil.copyfile(self.warehouse, warehouse)
+        return warehouse, build_definitions(warehouse=warehouse)
 
     def workspace_id(self, position: int) -> str:
         return self.running.stores[position].workspace.id
@@ -498,13 +512,8 @@ def _terminate_after(running: RunningSandbox, requests: int) -> None:
 # ------------------------------------------------------------------ the models' build on record
 
 
-def _status_json(warehouse: Path, cwd: Path) -> dict[str, Any]:
-    shown = run_cli(
-        ["status", "--duckdb", str(warehouse), "--format", "json"], cwd=cwd, env=cli_env(None)
-    )
-    assert shown.returncode == 0, describe(shown)
-    document: dict[str, Any] = json.loads(shown.stdout)
-    return document
+def _check(warehouse: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=cwd, env=cli_env(None))
 
 
 def test_dagsters_model_build_is_on_record_where_status_reads_it(
@@ -518,7 +527,7 @@ def test_dagsters_model_build_is_on_record_where_status_reads_it(
         for event in result.get_asset_materialization_events()
         if event.asset_key is not None and event.asset_key.path[0] != "signing"
     }
-    models = _status_json(deployment.warehouse, tmp_path)["models"]
+    models = status_document(deployment.warehouse, cwd=tmp_path, env=cli_env(None))["models"]
     assert models["success"] is True, models
     assert models["models_built"] == len(built) > 0
     assert models["models_errored"] == models["tests_errored"] == 0
@@ -531,11 +540,9 @@ def test_a_failed_build_under_dagster_fails_the_status_check_until_a_good_one(
     """A build Dagster ran that failed (a shipment listed twice in `raw`, the staging model's
     key test errors) is named by `status` and fails its check, as a failed `signing-etl models`
     does; Dagster's next good build clears it. On a copy of the deployment's warehouse."""
-    warehouse = tmp_path / "signing.duckdb"
-    shutil.copyfile(deployment.warehouse, warehouse)
+    warehouse, defs = deployment.copy(tmp_path)
     with duckdb.connect(str(warehouse)) as db:
         db.execute("insert into raw.shipments select * from raw.shipments limit 1")
-    defs = build_definitions(warehouse=warehouse)
     staging = [
         key
         for key in defs.resolve_asset_graph().get_all_asset_keys()
@@ -543,23 +550,12 @@ def test_a_failed_build_under_dagster_fails_the_status_check_until_a_good_one(
     ]
     assert len(staging) == 2
 
-    def build() -> dg.ExecuteInProcessResult:
-        with configured(environment(deployment.running)):
-            return defs.resolve_job_def("signing_daily").execute_in_process(
-                partition_key=WORKSPACES[1],
-                instance=deployment.instance,
-                asset_selection=staging,
-                raise_on_error=False,
-            )
-
-    assert not build().success
-    models = _status_json(warehouse, tmp_path)["models"]
+    assert not deployment.run(defs, WORKSPACES[1], staging).success
+    models = status_document(warehouse, cwd=tmp_path, env=cli_env(None))["models"]
     assert models["success"] is False
     assert [n for n in models["errored"] if "keys_and_not_nulls_stg_signing__shipments" in n]
     assert models["first_error"].startswith("keys_and_not_nulls_stg_signing__shipments")
-    check = run_cli(
-        ["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=cli_env(None)
-    )
+    check = _check(warehouse, tmp_path)
     assert check.returncode == 1, describe(check)
     assert any("the last model build failed: " in line for line in error_lines(check.stderr))
 
@@ -567,14 +563,12 @@ def test_a_failed_build_under_dagster_fails_the_status_check_until_a_good_one(
         db.execute("create table keep as select distinct * from raw.shipments")
         db.execute("delete from raw.shipments")
         db.execute("insert into raw.shipments select * from keep")
-    assert build().success
-    models = _status_json(warehouse, tmp_path)["models"]
+    assert deployment.run(defs, WORKSPACES[1], staging).success
+    models = status_document(warehouse, cwd=tmp_path, env=cli_env(None))["models"]
     assert (models["success"], models["errored"]) == (True, [])
     # The check no longer names the build (other tests of the module may have left a stopped
     # load on this warehouse, which the check still names).
-    check = run_cli(
-        ["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=cli_env(None)
-    )
+    check = _check(warehouse, tmp_path)
     assert not [line for line in error_lines(check.stderr) if "model build" in line], describe(
         check
     )
@@ -585,24 +579,16 @@ def test_an_interrupted_dagster_build_is_not_on_record(
 ) -> None:
     """SIGINT while Dagster's dbt runs stops the step, as Ctrl-C stops `signing-etl models`: no
     build is recorded for it, so `status` still shows the last finished one."""
-    warehouse = tmp_path / "signing.duckdb"
-    shutil.copyfile(deployment.warehouse, warehouse)
-    before = _status_json(warehouse, tmp_path)["models"]
-    defs = build_definitions(warehouse=warehouse)
+    warehouse, defs = deployment.copy(tmp_path)
+    before = status_document(warehouse, cwd=tmp_path, env=cli_env(None))["models"]
     models = [k for k in defs.resolve_asset_graph().get_all_asset_keys() if k.path[0] != "signing"]
     log = tmp_path / ".signing.dbt" / "dagster" / "dbt.log"
     sender = threading.Thread(target=_interrupt_once_dbt_runs, args=(log,), daemon=True)
     sender.start()
-    with configured(environment(deployment.running)):
-        result = defs.resolve_job_def("signing_daily").execute_in_process(
-            partition_key=WORKSPACES[1],
-            instance=deployment.instance,
-            asset_selection=models,
-            raise_on_error=False,
-        )
+    result = deployment.run(defs, WORKSPACES[1], models)
     sender.join(timeout=60)
     assert not result.success
-    assert _status_json(warehouse, tmp_path)["models"] == before
+    assert status_document(warehouse, cwd=tmp_path, env=cli_env(None))["models"] == before
 
 
 def _interrupt_once_dbt_runs(log: Path) -> None:

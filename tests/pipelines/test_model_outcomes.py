@@ -10,17 +10,22 @@ The failure is made the way a service's bad day makes one: a shipment listed twi
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pytest
 
 from pipelines.modeling.build import PROJECT_DIR
 from tests.support import SandboxFactory, mart_tables
-from tests.support.cli import cli_env, describe, error_lines, load_args, run_cli
+from tests.support.cli import (
+    cli_env,
+    describe,
+    error_lines,
+    load_args,
+    run_cli,
+    status_document,
+)
 
 pytestmark = pytest.mark.slow  # dbt builds of changed models
 
@@ -48,7 +53,7 @@ def test_a_failed_model_build_is_in_status_and_fails_the_check_until_a_good_buil
     failed = run_cli(build, cwd=tmp_path, env=env)
     assert failed.returncode == 1, describe(failed)
 
-    document_json = _status(warehouse, tmp_path, env)
+    document_json = status_document(warehouse, cwd=tmp_path, env=env)
     models = document_json["models"]
     assert models["success"] is False
     assert any(ERRORS in name and MODEL in name for name in models["errored"]), models
@@ -71,19 +76,12 @@ def test_a_failed_model_build_is_in_status_and_fails_the_check_until_a_good_buil
     assert good.returncode == 0, describe(good)
     assert WARNS in good.stderr  # the summary names the warned test
 
-    models = _status(warehouse, tmp_path, env)["models"]
+    models = status_document(warehouse, cwd=tmp_path, env=env)["models"]
     assert models["success"] is True
     assert models["errored"] == []
     assert [name for name in models["warned"] if WARNS in name], models
     check = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
     assert check.returncode == 0, describe(check)
-
-
-def _status(warehouse: Path, folder: Path, env: dict[str, str]) -> dict[str, Any]:
-    shown = run_cli(["status", "--duckdb", str(warehouse), "--format", "json"], cwd=folder, env=env)
-    assert shown.returncode == 0, describe(shown)
-    document: dict[str, Any] = json.loads(shown.stdout)
-    return document
 
 
 def _models_upstream_of(model: str) -> set[str]:
@@ -122,6 +120,6 @@ def test_a_selection_builds_and_tests_its_part_of_a_warehouse_never_built(
     # would run that test, on a view never built.
     assert "stg_signing__contacts" in upstream
     assert "stg_signing__contact_custom_properties" not in upstream
-    models = _status(warehouse, tmp_path, env)["models"]
+    models = status_document(warehouse, cwd=tmp_path, env=env)["models"]
     assert (models["success"], models["errored"]) == (True, []), models
     assert models["tests_passed"] > 0, models

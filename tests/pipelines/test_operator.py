@@ -35,6 +35,7 @@ from tests.support import (
     load_args,
     run_cli,
     start_cli,
+    status_document,
     wait_for_requests,
     workspaces_env,
 )
@@ -203,11 +204,7 @@ def test_status_as_json_and_its_freshness_check_for_cron(
     # This test changes its runs' times: on its own copy.
     warehouse = copied_warehouse(refused_after_a_load.folder, tmp_path)
 
-    shown = run_cli(
-        ["status", "--duckdb", str(warehouse), "--format", "json"], cwd=tmp_path, env=env
-    )
-    assert shown.returncode == 0, describe(shown)
-    (workspace,) = json.loads(shown.stdout)["workspaces"]
+    (workspace,) = status_document(warehouse, cwd=tmp_path, env=env)["workspaces"]
     assert workspace["workspace_id"] == running.store.workspace.id
     assert workspace["workspace"] == "default"
     assert workspace["last_run"]["outcome"] == "failed"

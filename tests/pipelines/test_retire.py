@@ -3,23 +3,28 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
-from tests.support import START_MS, describe, error_lines, run_cli, workspaces_env
+from tests.support import (
+    START_MS,
+    describe,
+    error_lines,
+    run_cli,
+    status_document,
+    workspaces_env,
+)
 from tests.support.cli import load_args
 
 pytestmark = pytest.mark.slow  # several loads per test
 
 
 def _names(warehouse: Path, folder: Path, env: dict[str, str]) -> list[str]:
-    shown = run_cli(["status", "--duckdb", str(warehouse), "--format", "json"], cwd=folder, env=env)
-    assert shown.returncode == 0, describe(shown)
-    return sorted(w["workspace"] for w in json.loads(shown.stdout)["workspaces"])
+    document = status_document(warehouse, cwd=folder, env=env)
+    return sorted(w["workspace"] for w in document["workspaces"])
 
 
 def test_a_retired_workspace_leaves_status_and_the_check_until_it_runs_again(

@@ -13,6 +13,7 @@ from .cli import (
     run_cli,
     run_fresh_cli,
     start_cli,
+    status_document,
     wait_for_requests,
     workspaces_env,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "served",
     "source_env",
     "start_cli",
+    "status_document",
     "wait_for_requests",
     "week_of",
     "workspaces_env",

@@ -4,6 +4,7 @@ environment variables, and reading what it printed."""
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import subprocess
@@ -13,6 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sandbox import RunningSandbox
 
@@ -190,6 +192,14 @@ def message_lines(stderr: str) -> list[str]:
 def describe(result: subprocess.CompletedProcess[str]) -> str:
     """Exit code and both streams, for assertion messages."""
     return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+
+
+def status_document(warehouse: Path, *, cwd: Path, env: dict[str, str]) -> dict[str, Any]:
+    """`signing-etl status --format json` of a DuckDB warehouse, which must answer (exit 0)."""
+    shown = run_cli(["status", "--duckdb", str(warehouse), "--format", "json"], cwd=cwd, env=env)
+    assert shown.returncode == 0, describe(shown)
+    document: dict[str, Any] = json.loads(shown.stdout)
+    return document
 
 
 def wait_for_requests(running: RunningSandbox, count: int, process: subprocess.Popen[str]) -> None:
