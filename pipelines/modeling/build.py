@@ -94,7 +94,6 @@ def build_models(
     select: str | None = None,
     quiet: bool = True,
     unit_tests: bool = False,
-    command: DbtCommand = "build",
 ) -> ModelsResult:
     """Run `dbt build` (models, then their tests) of `models/` on the warehouse: a DuckDB file,
     or the database of dlt's `postgres` destination (its dbt target is chosen by the warehouse,
@@ -112,9 +111,6 @@ def build_models(
         quiet: print nothing (dbt's console log off; the result says what failed and where
             the full log is); False prints dbt's usual progress.
         unit_tests: also run dbt's unit tests of the models' SQL (counted as tests).
-        command: `build` (models, snapshots and their tests) or `run` (the selected models
-            alone, no test: a refresh after a webhook drain without compiled SQL at hand,
-            `refresh_marts`).
 
     Returns:
         Success (no model or test error; warnings allowed), counts per node outcome, the
@@ -128,8 +124,23 @@ def build_models(
             `FileNotFoundError`.
     """
     with recorded_build(warehouse) as build:
-        result = _build(build.place, build.target, select, quiet, command, unit_tests=unit_tests)
+        result = _build(build.place, build.target, select, quiet, "build", unit_tests=unit_tests)
         build.result = result
+    return result
+
+
+def run_models(warehouse: Warehouse | Path, select: str) -> ModelsResult:
+    """`dbt run` of the selected models alone, no test, and not on record as a build: the
+    marts refreshed after a webhook drain (`refresh_marts`) check nothing, so they neither
+    clear a failed build from `status` nor stand in for the next scheduled one.
+
+    Raises:
+        ModelsError: as `build_models`, and not on record either.
+    """
+    place = Warehouse.of(warehouse)
+    with _ready_for_dbt(place) as target:
+        result = _build(place, target, select, True, "run", unit_tests=False)
+    place.release_dbt()
     return result
 
 
@@ -158,8 +169,7 @@ def recorded_build(warehouse: Warehouse | Path) -> Iterator[BuildOnRecord]:
     started = datetime.now(UTC)
     build: BuildOnRecord | None = None
     try:
-        with place.for_dbt() as target:
-            place.check_for_models()
+        with _ready_for_dbt(place) as target:
             build = BuildOnRecord(place, target)
             try:
                 yield build
@@ -171,6 +181,14 @@ def recorded_build(warehouse: Warehouse | Path) -> Iterator[BuildOnRecord]:
         if build is None:  # nothing was built: on record all the same
             record_build(place, _as_build(started, ModelsResult(False, first_error=str(error))))
         raise
+
+
+@contextlib.contextmanager
+def _ready_for_dbt(place: Warehouse) -> Iterator[DbtTarget]:
+    """dbt's target environment set, once the warehouse passed `check_for_models`."""
+    with place.for_dbt() as target:
+        place.check_for_models()
+        yield target
 
 
 def _as_build(started: datetime, result: ModelsResult) -> ModelBuild:

@@ -46,8 +46,7 @@ def build_models_or_fail(
 
     # One run: published only when the build succeeded (an outer run, a load's, publishes).
     with warehouse_run_errors("models: "), warehouse.publishing():
-        try:
-            warehouse.check_for_models()
+        try:  # a warehouse dbt cannot use is refused, and on record, by `recorded_build`
             output.info("Building the models (dbt)…")
             result = build_models(warehouse, select=select, unit_tests=unit_tests)
         except SigningEtlError as error:

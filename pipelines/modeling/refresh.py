@@ -1,6 +1,6 @@
 """The marts brought up to date after a webhook drain: their SQL as the last dbt build compiled
 it, run again in one transaction (docs/design.md, "After a webhook drain"), or `dbt run` of the
-marts when that SQL is not at hand."""
+marts when that SQL is not at hand; never a build on record (`status` reads builds)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from graphlib import TopologicalSorter
 from pathlib import Path
 from typing import Any
 
-from pipelines.modeling.build import ModelsResult, build_models
+from pipelines.modeling.build import ModelsResult, run_models
 from pipelines.modeling.record import built_before
 from pipelines.warehouse import Warehouse
 
@@ -57,6 +57,24 @@ def compiled_marts(target_dir: Path) -> list[CompiledMart] | None:
     return found or None
 
 
+# Where dbt compiles in dbt's folder beside the warehouse: the CLI's builds and Dagster's.
+COMPILED_IN = ("target", "dagster")
+
+
+def _last_compiled(dbt_dir: Path) -> Path:
+    """The target folder of the last dbt invocation, the CLI's or Dagster's (`COMPILED_IN`):
+    whichever wrote its manifest last."""
+    folders = [dbt_dir / name for name in COMPILED_IN]
+
+    def written(folder: Path) -> float:
+        try:
+            return (folder / "manifest.json").stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return max(folders, key=written)
+
+
 def _statements(mart: CompiledMart, is_file: bool) -> list[str]:
     """Replace one mart table with what its SQL selects now. DuckDB replaces it in one
     statement; PostgreSQL has no `create or replace table`: a new table takes the old one's
@@ -78,19 +96,21 @@ def refresh_marts(warehouse: Warehouse | Path, *, brief: str | None = None) -> M
     warehouse of its own (`brief`: a hold a load waits for, which never waits for a load: it
     raises `AlreadyRunning`), published when it ends.
 
-    The marts' SQL as the last build compiled it runs again, in dependency order and in one
-    transaction (readers see the old marts or the new, never a mix); the staging views read
-    raw as it is, and the snapshots and tests wait for the next scheduled `load` or `models`.
-    Without that SQL (no build since, or one of another selection), `dbt run` of the marts.
-    None, and nothing run, on a warehouse whose models were never built: there are no marts
-    to keep fresh."""
+    The marts' SQL as the last build compiled it (the CLI's or Dagster's) runs again, in
+    dependency order and in one transaction (readers see the old marts or the new, never a
+    mix); the staging views read raw as it is, and the snapshots and tests wait for the next
+    scheduled `load` or `models`. Without that SQL (no build since, one of another selection,
+    or one whose failed tests skipped the marts), `dbt run` of the marts. Neither is a build
+    on record: a failed build stays what `status` says until a build passes. None, and
+    nothing run, on a warehouse whose models were never built: there are no marts to keep
+    fresh."""
     place = Warehouse.of(warehouse)
     if not built_before(place):  # asked before the hold, whose end would publish
         return None
     with place.publishing(brief=brief):
-        marts = compiled_marts(place.dbt_dir / "target")
+        marts = compiled_marts(_last_compiled(place.dbt_dir))
         if marts is None:
-            return build_models(place, select=FRESH_MARTS_SELECTION, command="run")
+            return run_models(place, FRESH_MARTS_SELECTION)
         started = time.monotonic()
         with place.sql_client() as client, client.begin_transaction():
             for mart in marts:

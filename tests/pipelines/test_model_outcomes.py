@@ -17,6 +17,7 @@ import duckdb
 import pytest
 
 from pipelines.modeling.build import PROJECT_DIR
+from pipelines.modeling.refresh import refresh_marts
 from tests.support import SandboxFactory, mart_tables
 from tests.support.cli import (
     cli_env,
@@ -40,7 +41,8 @@ def test_a_failed_model_build_is_in_status_and_fails_the_check_until_a_good_buil
     running = make_sandbox(shipments=20, limits_enabled=False)
     env = cli_env(running)
     warehouse = tmp_path / "signing.duckdb"
-    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+    loaded = run_cli(["load", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
+    assert loaded.returncode == 0, describe(loaded)  # with its models: the marts exist
     with duckdb.connect(str(warehouse)) as db:
         db.execute("insert into raw.shipments select * from raw.shipments limit 1")
         row = db.execute("select document_id from raw.shipments limit 1").fetchone()
@@ -68,6 +70,15 @@ def test_a_failed_model_build_is_in_status_and_fails_the_check_until_a_good_buil
     (line,) = error_lines(check.stderr)
     assert "workspace default: the last model build failed: " in line
 
+    # A webhook drain's refresh of the marts (`dbt run` here: the failed build compiled no
+    # mart) tests nothing: the failed build stays what status says.
+    refreshed = refresh_marts(warehouse, brief="webhook drain")
+    assert refreshed is not None
+    assert refreshed.success, refreshed.summary
+    assert status_document(warehouse, cwd=tmp_path, env=env)["models"] == models
+    check = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
+    assert check.returncode == 1, describe(check)
+
     with duckdb.connect(str(warehouse)) as db:  # the duplicate gone; the document stays gone
         db.execute("create table keep as select distinct * from raw.shipments")
         db.execute("delete from raw.shipments")
@@ -82,6 +93,33 @@ def test_a_failed_model_build_is_in_status_and_fails_the_check_until_a_good_buil
     assert [name for name in models["warned"] if WARNS in name], models
     check = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
     assert check.returncode == 0, describe(check)
+
+
+def test_a_build_refused_before_dbt_ran_is_in_status_and_fails_the_check(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """dbt's folder beside the warehouse cannot be made (a file has its name): the build is
+    refused in one line before dbt starts, and on record as a failed build all the same."""
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    env = cli_env(running)
+    warehouse = tmp_path / "signing.duckdb"
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+    dbt_folder = tmp_path / ".signing.dbt"
+    dbt_folder.write_text("not a folder")
+
+    refused = run_cli(["models", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
+    assert refused.returncode == 1, describe(refused)
+    (line,) = error_lines(refused.stderr)
+    reason = line.partition(" ERROR models: ")[2]
+    assert reason.startswith("cannot write in "), line
+
+    models = status_document(warehouse, cwd=tmp_path, env=env)["models"]
+    assert models["success"] is False, models
+    assert models["first_error"] == reason, models
+    check = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
+    assert check.returncode == 1, describe(check)
+    (line,) = error_lines(check.stderr)
+    assert "workspace default: the last model build failed: cannot write in " in line
 
 
 def _models_upstream_of(model: str) -> set[str]:
