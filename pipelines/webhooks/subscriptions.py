@@ -38,7 +38,7 @@ from pipelines.webhooks.secrets_file import (
 )
 from sources.signing import SigningAPIError, checked_base_url
 from sources.signing.answers import retry_after_seconds
-from sources.signing.errors import one_line
+from sources.signing.errors import without_secret
 from sources.signing.urls import item_path
 
 # The events whose deliveries name a record the drains load (the reference's, without
@@ -198,8 +198,7 @@ class SubscriptionClient:
         return WebhooksError(f"workspace {self.entry.name}: {self._clean(message)}")
 
     def _clean(self, text: object) -> str:
-        line = one_line(text, 300)
-        return line.replace(self.entry.api_key, "***") if self.entry.api_key else line
+        return without_secret(text, self.entry.api_key, 300)
 
 
 def _subscription(value: Any) -> bool:

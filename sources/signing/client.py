@@ -5,7 +5,7 @@ state entry carries it.
 
 Nothing the service sends is trusted: each request has a deadline and each body a size
 (`transport`), a 200 must carry `data`, and the service's words reach a message only through
-`one_line`, with the key blanked out.
+`without_secret`: one clean line, the key blanked before it is cut.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from .answers import (
 )
 from .control import RunControl
 from .errors import (
+    QUOTE_LIMIT,
     DailyLimitReached,
     KeyRefused,
     ResponseTooLarge,
@@ -57,7 +58,7 @@ from .errors import (
     SigningAPIError,
     TransientError,
     UnexpectedAnswer,
-    one_line,
+    without_secret,
 )
 from .pacing import Pacer
 from .transport import (
@@ -78,6 +79,7 @@ _NO_ANSWER = (httpx.HTTPError, ValueError, zlib.error, BodyTooLarge, TooDeep, Un
 # "Equal jitter": half the exponential step fixed, half random, so a retry never comes at once
 # and threads that failed together do not retry together.
 _HALF_BASE = settings.BACKOFF_BASE_SECONDS / 2
+EXCERPT_LIMIT = 80  # the characters of a body quoted in an error
 _HALF_MAX = settings.BACKOFF_MAX_SECONDS / 2
 EQUAL_JITTER = wait_exponential(multiplier=_HALF_BASE, max=_HALF_MAX) + wait_random_exponential(
     multiplier=_HALF_BASE, max=_HALF_MAX
@@ -223,18 +225,16 @@ class SigningClient:
         since = self._failing_since
         return 0.0 if since is None else time.monotonic() - since
 
-    def clean(self, text: object) -> str:
+    def clean(self, text: object, limit: int = QUOTE_LIMIT) -> str:
         """Words from the service (or about what it sent) as one clean line, the key blanked."""
-        line = one_line(text)
-        return line.replace(self._api_key, "***") if self._api_key else line
+        return without_secret(text, self._api_key, limit)
 
     def _excerpt(self, value: Any) -> str:
         """What a body held, in a few words: its `error` when it has one, else its start."""
         error = value.get("error") if isinstance(value, dict) else None
         if isinstance(error, dict) and (error.get("code") or error.get("message")):
             return self.clean(f"error {error.get('code')}: {error.get('message')}")
-        text = orjson.dumps(value, default=str).decode()
-        return self.clean(text if len(text) <= 80 else text[:79] + "…")
+        return self.clean(orjson.dumps(value, default=str).decode(), EXCERPT_LIMIT)
 
     def _backoff(self, state: RetryCallState) -> float:
         """The jittered back-off, but never past the moment the service is given up on: then

@@ -90,6 +90,13 @@ class SigningConfiguration(BaseConfiguration):
         Raises:
             SigningAPIError: the setting, its range and the value given.
         """
+        if any(char.isspace() or not char.isprintable() for char in str(self.api_key)):
+            # A header cannot carry it, and the HTTP library's refusal would quote it whole.
+            raise SigningAPIError(
+                "api_key holds a space, a line break or another invisible character (pasted "
+                "with it?): set it to the key alone (SOURCES__SIGNING__API_KEY, or api_key in "
+                ".dlt/secrets.toml)"
+            )
         smallest = settings.PAGE_OVERLAP + 1
         if not smallest <= self.page_size <= settings.MAX_PAGE_SIZE:
             raise SigningAPIError(

@@ -100,6 +100,18 @@ def one_line(text: object, limit: int = QUOTE_LIMIT) -> str:
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 
+def without_secret(text: object, secret: str | None, limit: int = QUOTE_LIMIT) -> str:
+    """`one_line(text)` with `secret` blanked (`***`) before the line is cut, as written and as
+    Python quotes it in bytes or text (an HTTP library's error shows a bad header's value so),
+    so that no part of it survives the cut or the escapes."""
+    line = str(text)
+    if secret:
+        forms = {secret, repr(secret)[1:-1], repr(secret.encode())[2:-1]}
+        for form in sorted(forms, key=len, reverse=True):
+            line = line.replace(form, "***")
+    return one_line(line, limit)
+
+
 def _escaped(char: str) -> str:
     if unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp"):
         return char

@@ -216,6 +216,32 @@ def test_a_bad_key_fails_in_one_line_and_loads_nothing(
     assert not any(raw_row_counts(warehouse).values())
 
 
+def test_a_key_pasted_with_a_line_break_fails_in_one_line_and_is_kept_nowhere(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """The run is refused before any request, and on record; the key is in no output, no
+    status and no file (an HTTP library's refusal of the header once quoted it whole)."""
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    warehouse = tmp_path / "signing.duckdb"
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running)).returncode == 0
+    key = running.api_key
+    env = cli_env(running, key=key + "\n")
+
+    result = run_cli(load_args(warehouse), cwd=tmp_path, env=env)
+
+    assert_one_line_failure(result, "api_key holds a space, a line break")
+    shown = run_cli(
+        ["status", "--duckdb", str(warehouse), "--format", "json"], cwd=tmp_path, env=env
+    )
+    (workspace,) = json.loads(shown.stdout)["workspaces"]
+    assert workspace["last_run"]["outcome"] == "failed", workspace
+    assert workspace["last_run"]["reason"].startswith("api_key holds a space"), workspace
+    assert key not in result.stdout + result.stderr + shown.stdout + shown.stderr
+    kept = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert warehouse in kept
+    assert not [path for path in kept if key.encode() in path.read_bytes()]
+
+
 def test_missing_configuration_names_the_variable_to_set(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

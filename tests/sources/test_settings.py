@@ -16,6 +16,7 @@ from sources.signing import (
     configured_source,
     connect,
 )
+from sources.signing.errors import QUOTE_LIMIT, without_secret
 from tests.support import FakeAPI, FakeWorkspace, StandIn
 
 KEY = "sk_test_settings_0123456789"
@@ -92,6 +93,46 @@ def test_the_key_is_never_shown() -> None:
     assert settings.api_key == KEY
     assert not [text for text in shown if KEY in text], shown
     assert "page_size=50" in repr(settings)
+
+
+def _pieces(secret: str, size: int = 8) -> list[str]:
+    return [secret[start : start + size] for start in range(len(secret) - size + 1)]
+
+
+@pytest.mark.parametrize(
+    ("words", "secret"),
+    [
+        ("x" * (QUOTE_LIMIT - 20) + " key " + KEY, KEY),  # the key across the cut
+        # httpx's refusal of a key configured with a line break, as bytes and as text
+        (f"Illegal header value {f'Bearer {KEY}{chr(10)}'.encode()!r}", KEY + "\n"),
+        (f"header {KEY + chr(13)!r} is not valid", KEY + "\r"),
+    ],
+)
+def test_the_key_is_blanked_from_words_before_they_are_cut_or_quoted(
+    words: str, secret: str
+) -> None:
+    line = without_secret(words, secret)
+    assert "***" in line
+    assert not [piece for piece in _pieces(KEY) if piece in line], line
+    assert len(line) <= QUOTE_LIMIT
+
+
+@pytest.mark.parametrize("pasted", [KEY + "\n", KEY + "\r\n", " " + KEY, KEY + "\t"])
+def test_a_key_pasted_with_a_space_or_line_break_is_refused_before_any_request(
+    pasted: str,
+) -> None:
+    with StandIn(FakeAPI({KEY: FakeWorkspace("ws_pasted")}).app()) as stand_in:
+        with environment_set(variables(stand_in.base_url)):
+            settings = configured_source()
+        settings.api_key = pasted
+        with pytest.raises(SigningAPIError) as refused:
+            connect(settings)
+        requests = stand_in.count
+
+    said = str(refused.value)
+    assert said.startswith("api_key holds a space, a line break"), said
+    assert KEY not in said
+    assert requests == 0
 
 
 @pytest.mark.parametrize(
