@@ -65,36 +65,49 @@ def dbt_environment(destination: str) -> dict[str, str]:
     return environment
 
 
+# What `sql` runs on PostgreSQL: the text as a subquery, where the server's grammar takes a query
+# alone (select, with, values, table); a newline ends a trailing `--` comment before the `)`.
+AS_SUBQUERY = 'select * from (\n{query}\n) as "signing_etl_query"'
+QUERY_RULE = (
+    "sql runs exactly one read-only statement (on PostgreSQL a query: select, with, values)"
+)
+
+
 def read_only_statement(
     query: str, most: int, *, in_utc: bool = False
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Column names and at most `most` rows of one statement, run in a read-only transaction
+    """Column names and at most `most` rows of one query, run in a read-only transaction
     that is rolled back, on a connection of its own (`in_utc`: the session's time zone UTC,
     so weeks and days are cut as the marts cut them).
 
-    The text is sent in one Parse message of the extended protocol, so the server's own parser
-    refuses a second statement (a `commit; begin read write; ...` cannot end the read-only
-    transaction), and a write inside it is refused by the transaction.
+    The text goes inside a subquery (`AS_SUBQUERY`), sent in one Parse message of the
+    extended protocol, so the server's own parser refuses what is not one query: a second
+    statement (a `commit; begin read write; ...` cannot end the read-only transaction), and a
+    command that is no query, such as `copy ... to program`, which runs a program on the
+    server in a read-only transaction too. A write inside the query (a data-modifying `with`)
+    is refused by the transaction.
 
     Raises:
-        QueryRefused: more than one statement, or a writing one (one line).
+        QueryRefused: not one query, or a writing one (one line).
         ConfigError: the credentials are missing or unusable.
     """
+    wrapped = AS_SUBQUERY.format(query=query.rstrip().rstrip(";"))
     with psycopg.connect(connection_url()) as connection:
         connection.read_only = True
         try:
             with connection.cursor() as cursor:
                 if in_utc:
                     cursor.execute("set time zone 'UTC'")
-                cursor.execute(query.encode(), prepare=True)
+                cursor.execute(wrapped.encode(), prepare=True)
                 names = [column.name for column in cursor.description or []]
                 rows = [tuple(row) for row in cursor.fetchmany(most)] if names else []
         except psycopg.errors.SyntaxError as error:
             if "multiple commands" in str(error):
-                raise QueryRefused(QueryRefused.RULE) from None
-            raise
-        except psycopg.errors.ReadOnlySqlTransaction as error:
-            raise QueryRefused(f"{QueryRefused.RULE} ({first_line(error)})") from None
+                raise QueryRefused(QUERY_RULE) from None
+            raise QueryRefused(f"{QUERY_RULE}: {first_line(error)}") from None
+        except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.FeatureNotSupported) as error:
+            # A write, or a data-modifying `with`, which a subquery may not hold.
+            raise QueryRefused(f"{QUERY_RULE} ({first_line(error)})") from None
         finally:
             connection.rollback()
     return names, rows

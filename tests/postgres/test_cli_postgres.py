@@ -6,6 +6,8 @@ real HTTP and real SQL."""
 from __future__ import annotations
 
 import os
+import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime
@@ -199,20 +201,33 @@ def test_sql_on_postgres_runs_one_read_only_statement_that_the_text_cannot_end(
     counts = "select count(*) from raw.contacts__group_ids"
     before = _query(database, counts)
     assert before[0][0] > 0
+    # A program the server would run (as its own user, which may write in the temp folder).
+    ran = Path(tempfile.gettempdir()) / f"signing-etl-ran-{uuid.uuid4().hex}"
     for hostile in (
         "begin read write; delete from raw.contacts__group_ids; commit; select 1",
         "commit; delete from raw.contacts__group_ids",
         "select 1; set session characteristics as transaction read write",
         "delete from raw.contacts__group_ids",
         "create table raw.planted as select 1 as x",
+        "with gone as (delete from raw.contacts__group_ids returning 1) select count(*) from gone",
+        f"copy (select 1) to program 'touch {ran}'",
+        "do $$ begin perform pg_sleep(0); end $$",
     ):
         refused = run_cli(["sql", "--destination", "postgres", hostile], cwd=folder, env=env)
         assert refused.returncode == 1, describe(refused)
         (line,) = error_lines(refused.stderr)
         assert "one read-only statement" in line, describe(refused)
         assert _query(database, counts) == before, hostile
+    assert not ran.exists()
     planted = "select count(*) from information_schema.tables where table_name = 'planted'"
     assert _query(database, planted) == [(0,)]
+    # A query still ends as a user writes one: with a semicolon, or a comment on its last line.
+    for query in (f"{counts};\n", f"{counts} -- contacts' groups"):
+        asked = run_cli(
+            ["sql", "--destination", "postgres", "--format", "csv", query], cwd=folder, env=env
+        )
+        assert asked.returncode == 0, describe(asked)
+        assert asked.stdout.splitlines() == ["count", str(before[0][0])], describe(asked)
 
 
 def test_marts_built_on_postgres_equal_the_sandbox_and_duckdb_also_after_activity(
