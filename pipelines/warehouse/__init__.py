@@ -231,7 +231,7 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
                 return
             self.check_writable()
             with self.exclusive(brief=brief):
-                _published.seed(self.path)
+                _published.seed(self.path, self.pipelines_dir)
                 yield
                 _published.publish(self.path)
 

@@ -61,17 +61,22 @@ def _identity(path: Path) -> str:
     return f"{found.st_size} {found.st_mtime_ns}"
 
 
-def seed(published: Path) -> None:
+def seed(published: Path, dlt_folder: Path) -> None:
     """Make the working file what the published file says, when they may differ: the first
-    run after an upgrade, a published file replaced or removed by hand. Called under the run
-    lock, before anything is written."""
+    run after an upgrade, a published file replaced (a backup restored, an analyst's write)
+    or removed by hand, a run whose models failed and left its work unpublished. dlt's
+    working folder goes too: its state (the cursors) would run ahead of the rows, and the
+    next load would skip what the published file lacks; each workspace's load restores its
+    state from the warehouse instead. Called under the run lock, before anything is written."""
     working, stamp = working_file(published), working_folder(published) / STAMP
     if not published.exists():
         if stamp.exists():  # published once, removed since: the warehouse starts afresh
             shutil.rmtree(working_folder(published), ignore_errors=True)
+            shutil.rmtree(dlt_folder, ignore_errors=True)
         return
     if working.exists() and stamp.exists() and stamp.read_text() == _identity(published):
         return
+    shutil.rmtree(dlt_folder, ignore_errors=True)
     try:
         working.parent.mkdir(parents=True, exist_ok=True)
         for suffix in ("", ".wal"):  # a WAL an earlier version left is replayed on open

@@ -224,8 +224,7 @@ def test_a_published_file_removed_by_hand_starts_the_warehouse_afresh(
     make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
     running, warehouse = first_load(make_sandbox, tmp_path)
-    warehouse.unlink()
-    shutil.rmtree(Warehouse.at(warehouse).pipelines_dir)  # dlt's local state, as a user would
+    warehouse.unlink()  # dlt's local state stays, as a user would leave it
 
     again = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
 
@@ -234,3 +233,22 @@ def test_a_published_file_removed_by_hand_starts_the_warehouse_afresh(
     with duckdb.connect(str(warehouse), read_only=True) as db:
         (runs,) = db.execute("select count(*) from raw._signing_runs").fetchone() or (0,)
     assert runs == 1  # the working file of the removed warehouse did not come back
+
+
+def test_a_backup_restored_over_the_published_file_is_where_the_next_run_starts(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """What the restored file lacks, the next run loads: dlt's cursors are the file's, not
+    those of the run that published the file the backup replaced."""
+    running, warehouse = first_load(make_sandbox, tmp_path)
+    backup = tmp_path / "backup.duckdb"
+    shutil.copyfile(warehouse, backup)
+    admin(running, "POST", "/advance", {"days": 2})
+    later = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
+    assert later.returncode == 0, describe(later)
+    shutil.copyfile(backup, warehouse)  # the backup restored: the later run's rows are gone
+
+    again = run_cli(load_args(warehouse), cwd=tmp_path, env=cli_env(running))
+
+    assert again.returncode == 0, describe(again)
+    assert differences(warehouse, running.store) == {}
