@@ -9,12 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import settings
 from .client import SigningClient
 from .deletions import Deletions
-from .errors import NotFound, SigningAPIError
+from .errors import NotFound, RunStopped, SigningAPIError
 from .paging import Record
 from .privacy import PrivacyPolicy
 from .rows import FieldGuard
+from .urls import item_path
 from .window import ReloadWindow
 
 
@@ -87,6 +89,21 @@ class SyncContext:
                     self.guard.dropped(table, "_fetch_seq", "the source numbers rows itself")
                 row["_fetch_seq"] = next(self._sequence)
         return rows
+
+    def still_served(self, table: str, record_id: str) -> bool | None:
+        """What the record's own `GET` says: False when it answers 404 (the record is gone),
+        True when it answers, None when it did not answer this run. Only its own 404 proves a
+        deletion: a 404 on something else (one of its children, a gateway's) never does."""
+        path, _ = settings.LIST_ENDPOINTS[table]
+        try:
+            self.client.get(item_path(path.strip("/"), record_id))
+        except NotFound:
+            return False
+        except RunStopped:
+            raise
+        except SigningAPIError:
+            return None
+        return True
 
     def counted(self, table: str, rows: list[Record]) -> list[Record]:
         """Count rows for the progress display and the summary."""

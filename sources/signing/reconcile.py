@@ -33,11 +33,10 @@ from typing import Any
 from . import settings
 from .context import SyncContext
 from .deletions import CheckOutcome, FullCheck
-from .errors import NotFound, RunStopped, SigningAPIError
+from .errors import RunStopped
 from .incremental import read_page
 from .paging import ListPage, PagerPosition, PagingReport, Record, anchored_pages
 from .times import parse_iso, to_iso
-from .urls import item_path
 
 
 def reconcile(context: SyncContext, name: str, state: dict[str, Any]) -> Iterator[list[Record]]:
@@ -182,19 +181,13 @@ def _confirmed(
     those not asked or not answered this run (wait for the next), those it still serves."""
     gone: set[str] = set()
     served: set[str] = set()
-    path, _ = settings.LIST_ENDPOINTS[name]
-    asked = sorted(candidates)[: settings.CONFIRMATIONS_PER_LIST]
-    for record_id in asked:
-        try:
-            context.client.get(item_path(path.strip("/"), record_id))
-        except NotFound:
+    for record_id in sorted(candidates)[: settings.CONFIRMATIONS_PER_LIST]:
+        answer = context.still_served(name, record_id)
+        if answer is False:
             gone.add(record_id)
-        except RunStopped:
-            raise
-        except SigningAPIError:
-            continue  # no answer this run: asked again by the next complete pass
-        else:
+        elif answer:
             served.add(record_id)
+        # None: no answer this run, asked again by the next complete pass
     return gone, candidates - gone - served, served
 
 

@@ -36,14 +36,26 @@ PASSED_HEADERS = (
 
 class LyingLists:
     """The sandbox's API, except that its lists leave out the records in `hidden` (their
-    `total` counted without them too), or answer empty with a total of 0 (`empty`)."""
+    `total` counted without them too), or answer empty with a total of 0 (`empty`), and that
+    the path `broken` answers a gateway's 404 (a JSON body, not the API's error)."""
 
-    def __init__(self, running: RunningSandbox, hidden: set[str], empty: bool = False) -> None:
+    def __init__(
+        self,
+        running: RunningSandbox,
+        hidden: set[str],
+        empty: bool = False,
+        broken: str | None = None,
+    ) -> None:
         self.upstream = running.base_url.removesuffix("/v1")
         self.hidden = hidden
         self.empty = empty
+        self.broken = broken
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["path"] == self.broken:
+            gateway = orjson.dumps({"message": "no Route matched with those values"})
+            await Response(gateway, 404, media_type="application/json")(scope, receive, send)
+            return
         request = Request(scope, receive)
         headers = {"authorization": request.headers.get("authorization", "")}
         async with httpx.AsyncClient(timeout=60) as client:
@@ -132,3 +144,27 @@ def test_lists_that_lie_mark_only_what_the_service_deleted(
             for kind in KINDS
         }
         assert held == deleted_ids(running.store)
+
+
+def test_a_404_on_a_shipments_children_that_its_own_get_denies_marks_nothing(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """A gateway's 404 on one shipment's audit trail, while the shipment's own GET answers,
+    deletes nothing (under `hard`, where a mark removes the rows); the shipment's children
+    wait, and the next run fetches them."""
+    running = make_sandbox(shipments=40, limits_enabled=False)
+    place = WarehouseUnderTest(tmp_path / "signing.duckdb")
+    with running.store.lock:
+        shipment = sorted(running.store.live_ids("shipments"))[0]
+    broken = f"/v1/shipments/{shipment}/events"
+
+    with StandIn(LyingLists(running, set(), broken=broken)) as gateway:
+        through_gateway = load(place, running, gateway.base_url, "hard")
+
+    assert through_gateway.exit_code == 0, through_gateway.stopped
+    assert not through_gateway.marked
+    assert [w for w in through_gateway.stats.warnings if "own GET did not" in w]
+    assert place.query("select count(*) from raw.shipments where id = ?", shipment) == [(1,)]
+    honest = load(place, running, running.base_url, "hard")
+    assert honest.exit_code == 0, honest.stopped
+    assert compare(expected(running.store), place.actual(deleted=False)) == {}
