@@ -7,7 +7,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,6 +94,7 @@ def build_models(
     select: str | None = None,
     quiet: bool = True,
     unit_tests: bool = False,
+    on_start: Callable[[], None] | None = None,
 ) -> ModelsResult:
     """Run `dbt build` (models, then their tests) of `models/` on the warehouse: a DuckDB file,
     or the database of dlt's `postgres` destination (its dbt target is chosen by the warehouse,
@@ -111,6 +112,8 @@ def build_models(
         quiet: print nothing (dbt's console log off; the result says what failed and where
             the full log is); False prints dbt's usual progress.
         unit_tests: also run dbt's unit tests of the models' SQL (counted as tests).
+        on_start: called once the warehouse passed its checks, as dbt starts (a progress
+            line; a build refused before that says only why).
 
     Returns:
         Success (no model or test error; warnings allowed), counts per node outcome, the
@@ -124,6 +127,8 @@ def build_models(
             `FileNotFoundError`.
     """
     with recorded_build(warehouse) as build:
+        if on_start is not None:
+            on_start()
         result = _build(build.place, build.target, select, quiet, "build", unit_tests=unit_tests)
         build.result = result
     return result

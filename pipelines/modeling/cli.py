@@ -47,8 +47,12 @@ def build_models_or_fail(
     # One run: published only when the build succeeded (an outer run, a load's, publishes).
     with warehouse_run_errors("models: "), warehouse.publishing():
         try:  # a warehouse dbt cannot use is refused, and on record, by `recorded_build`
-            output.info("Building the models (dbt)…")
-            result = build_models(warehouse, select=select, unit_tests=unit_tests)
+            result = build_models(
+                warehouse,
+                select=select,
+                unit_tests=unit_tests,
+                on_start=lambda: output.info("Building the models (dbt)…"),
+            )
         except SigningEtlError as error:
             raise fail(f"models: {error}") from None
         if not result.success:
