@@ -22,6 +22,7 @@ import dlt
 from dlt.common.pipeline import LoadInfo
 
 from pipelines.errors import (
+    EXPECTED_FAILURES,
     AlreadyRunning,
     WarehouseError,
     WarehousePathError,
@@ -178,11 +179,22 @@ def load_incremental(
     run = _Run(
         Warehouse.of(warehouse), options or LoadOptions(), control or RunControl(), workspace_name
     )
+    failed: BaseException | None = None
     try:
-        with contextlib.ExitStack() as held:
-            return run.load(settings, held)
-    except Exception as error:
-        run.record_failure(error)
+        # A failed run's record is published too, under the run's hold: inside the CLI's hold
+        # of several workspaces this one is part of it; Dagster's partitions and every other
+        # caller are held and published here.
+        with run.warehouse.publishing():
+            try:
+                with contextlib.ExitStack() as held:
+                    return run.load(settings, held)
+            except EXPECTED_FAILURES as error:
+                run.record_failure(error)
+                failed = error
+        raise failed
+    except Exception as error:  # the hold refused (busy), a publish that failed, a bug
+        if error is not failed:
+            run.record_failure(error)
         raise
     finally:
         run.control.finish()

@@ -21,14 +21,19 @@ from typing import Any
 import duckdb
 import pytest
 
+from pipelines.configuration import WorkspaceEntry
 from pipelines.load.run import LoadResult, load_incremental
+from pipelines.load.workspaces import load_workspace
 from pipelines.raw.pipeline import LEGACY_PIPELINE_NAME, pipeline_name_for
 from pipelines.status.read import read_status
+from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox, SandboxConfig
+from sources.signing import RunControl
 from tests.fixtures.make_warehouse_before_workspaces import LEGACY_SANDBOX
 from tests.support import (
     FAST,
     START_MS,
+    SandboxFactory,
     admin,
     advance_every_workspace,
     cli_env,
@@ -42,6 +47,7 @@ from tests.support import (
     new_key,
     run_cli,
     start_cli,
+    status_document,
     workspaces_env,
 )
 
@@ -349,3 +355,25 @@ def test_the_configuration_the_sandbox_prints_loads_each_of_its_workspaces(
             ).fetchall()
         )
     assert counts == dict.fromkeys(ids, 40)
+
+
+def test_a_workspace_that_fails_outside_the_cli_is_published_where_status_reads_it(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """One workspace's load as Dagster's partitions run it (`load_workspace`, without the
+    CLI's hold around the workspaces): a refused key fails it, and the failure is in the
+    published file, where `status` and its check read it."""
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    env = cli_env(running)
+    warehouse = tmp_path / "signing.duckdb"
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+    refused = WorkspaceEntry("default", running.base_url, "sk_live_" + "0" * 40)
+
+    ended = load_workspace(refused, Warehouse.at(warehouse), RunControl())
+
+    assert ended.code == 1, ended
+    (workspace,) = status_document(warehouse, cwd=tmp_path, env=env)["workspaces"]
+    assert workspace["last_run"]["outcome"] == "failed", workspace
+    assert workspace["last_run"]["reason"] == ended.reason, workspace
+    check = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
+    assert check.returncode == 1, describe(check)
