@@ -2,11 +2,13 @@
 
 A person is named by their e-mail address, or by a contact's id (the warehouse then knows the
 address, or its keyed hash). In every workspace, in one transaction: their contacts go, with
-their custom properties and groups. Where they were a recipient, their place in the shipment
-stays (its status and times keep the funnel true) and everything that says who they were or
-what they typed is cleared (`ERASED_COLUMNS`): name, address, phone, company, signing link,
-filled-in values, and the actor of the audit events they acted in. Where they sent shipments,
-the sender's name and address and the events they acted in are cleared likewise. The marts go
+every table nested in them (custom properties, groups, a list the service added). Where they
+were a recipient, their place in the shipment stays (its status and times keep the funnel
+true) and everything that says who they were or what they typed is cleared
+(`erased_columns`): name, address, phone, company, signing link, filled-in values, the actor
+of the audit events they acted in, and any column of a person the service added since.
+Where they sent shipments, the sender's name and address and the events they acted in are
+cleared likewise. The marts go
 (the caller rebuilds them). The erasure is recorded as a keyed hash of the address, never the
 address (`raw._signing_erasures`), and every later load clears the person the same way while the
 service still holds them. dlt's working folder, whose packages keep rows as they were loaded,
@@ -37,7 +39,7 @@ from pipelines.warehouse import (
     transaction,
 )
 from sources.signing import PrivacyPolicy, configured_privacy
-from sources.signing.privacy import ERASED_COLUMNS, KEY_VARIABLE
+from sources.signing.privacy import KEY_VARIABLE, erased_columns
 from sources.signing.pseudonyms import normalised
 
 # Conditions (of two or three values each) ORed into one statement by `_clear_any`.
@@ -291,15 +293,33 @@ class _Erasing:
             *arguments,
         )
         self.found["contacts"] = {str(contact) for (contact,) in ids}
-        for nested in ("contacts__custom", "contacts__group_ids"):
-            if "_dlt_root_id" in self.existing.get(nested, set()):
-                roots = f"select _dlt_id from {contacts} where workspace_id = %s and {where}"
-                self._delete(nested, f"_dlt_root_id in ({roots})", [self.workspace, *arguments])
+        self._delete_nested("contacts", "_dlt_root_id", where, arguments)
         self._delete("contacts", where, arguments)
 
+    def _delete_nested(self, parent: str, key: str, where: str, arguments: Sequence[Any]) -> None:
+        """Delete the rows of every table nested in `parent` (the catalog's `<parent>__*`: the
+        source's, and any list the service added, such as a contact's former addresses) whose
+        `key` (`_dlt_root_id`, `_dlt_parent_id`) is a row of `parent` that `where` finds."""
+        rows = f"select _dlt_id from {self._table(parent)} where workspace_id = %s and ({where})"
+        for nested in sorted(self.existing):
+            if nested.startswith(f"{parent}__") and key in self.existing[nested]:
+                found = f"{key} in ({rows})"
+                self._counted_anywhere(nested, found, [self.workspace, *arguments])
+                self._execute(
+                    f"delete from {self._table(nested)} where {found}", self.workspace, *arguments
+                )
+
+    def _counted_anywhere(self, table: str, where: str, arguments: Sequence[Any]) -> None:
+        """Count the rows of `table` that `where` finds (which scopes them to the workspace)."""
+        counted = self._execute(
+            f"select count(*) from {self._table(table)} where {where}", *arguments
+        )
+        self.result.add(table, int(counted[0][0]) if counted else 0)
+
     def _clear(self, table: str, where: str, arguments: Sequence[Any]) -> None:
-        """Clear what says who the person was (`ERASED_COLUMNS`) in the rows `where` finds."""
-        present = [c for c in ERASED_COLUMNS[table] if c in self.existing.get(table, set())]
+        """Clear what says who the person was (`erased_columns`: also the columns of a person
+        the service added) in the rows `where` finds."""
+        present = erased_columns(table, sorted(self.existing.get(table, set())))
         if present:
             changes = ", ".join(f"{self.client.escape_column_name(c)} = null" for c in present)
             self._update(table, changes, where, arguments)
@@ -326,6 +346,7 @@ class _Erasing:
             self.workspace,
             *arguments,
         )
+        self._delete_nested("shipments__recipients", "_dlt_parent_id", where, arguments)
         self._clear("shipments__recipients", where, arguments)
         self.found["shipments__recipients"] = {str(recipient) for _, recipient, _ in found}
         return [(str(shipment), str(recipient), stored) for shipment, recipient, stored in found]

@@ -11,7 +11,7 @@ warehouse, dbt's files, the logs or the report.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final, Literal, get_args
@@ -65,6 +65,28 @@ ERASED_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     "audit_events": ("actor__name", "actor__ip"),
     "shipment_fields": ("recipient_name", "recipient_email", "placeholders", "value"),
 }
+
+# dlt's variant column of a known column whose type changed: `<column>__v_<type>`.
+VARIANT_MARK: Final = "__v_"
+
+
+def erased_columns(table: str, columns: Iterable[str]) -> list[str]:
+    """The columns of `columns` (a table's, as dlt names them) an erasure clears in `table`'s
+    rows that stay: `ERASED_COLUMNS`, and each column of a person that the source's tables do
+    not name, one the service added (a recipient's `mobile_number`, an actor's `device`),
+    whatever the policy does with it. A variant column goes as the column it varies."""
+    named = ERASED_COLUMNS.get(table, ())
+    known = TABLES.get(table, {})
+    chosen = []
+    for column in columns:
+        base = column.split(VARIANT_MARK, 1)[0]
+        if base in known or column.startswith("_"):
+            if base in named:
+                chosen.append(column)
+        elif describes_person(f"{table}.{column}"):
+            chosen.append(column)
+    return chosen
+
 
 # Columns whose action spares the rows where another column has a value: a payment's value
 # is a variant and its options, not something a signer typed.
@@ -205,26 +227,12 @@ class PrivacyPolicy:
             return {k: self._changed(kind, v, chosen) for k, v in value.items()}
         return self._changed(kind, value, chosen)
 
-    def _hold_back(self, table: str, row: Record, prefix: str = "") -> None:
-        """Remove from `row` (or its object `prefix`) each field of a person that neither the
-        tables nor the policy name, and note it in `held_back` as `table.column`."""
-        known = TABLES[table]
-        for field_name in list(row):
-            column = prefix + column_name(field_name)
-            qualified = f"{table}.{column}"
-            if (
-                field_name.startswith("_")
-                or column in known
-                or qualified in self.actions
-                or f"{table}__{column}" in TABLES  # a nested table the source shapes
-            ):
-                continue
-            value = row[field_name]
-            inner = column + "__"
-            if isinstance(value, dict) and any(c.startswith(inner) for c in known):
-                self._hold_back(table, value, inner)  # an object whose fields are columns
-            elif describes_person(qualified):
-                del row[field_name]
+    def _hold_back(self, table: str, row: Record) -> None:
+        """Remove from `row` each field of a person that neither the tables nor the policy
+        name, and note it in `held_back` as `table.column`."""
+        for holder, name, qualified in list(_unnamed_fields(table, row)):
+            if qualified not in self.actions:
+                del holder[name]
                 self.held_back.add(qualified)
 
     def _changed(self, kind: PersonalKind, value: Any, action: Action) -> Any:
@@ -248,12 +256,15 @@ class PrivacyPolicy:
         return keyed_hash(self.key, "email", email)
 
     def erased_row(self, table: str, row: Record) -> Record:
-        """`row` of `table` without what says who an erased person was (`ERASED_COLUMNS`)."""
+        """`row` of `table` without what says who an erased person was (`erased_columns`:
+        also the fields of a person the service added, inside objects too)."""
         for column in ERASED_COLUMNS[table]:
             found = _locate(row, column)
             if found is not None:
                 holder, name = found
                 holder[name] = None
+        for holder, name, _ in list(_unnamed_fields(table, row)):
+            holder[name] = None
         return row
 
     def erases(self, email: Any) -> bool:
@@ -318,6 +329,23 @@ def _new_person_column(qualified: Any) -> bool:
         return False
     column = qualified.partition(".")[2]
     return column == column_name(column) and not column.startswith("_")
+
+
+def _unnamed_fields(table: str, row: Record, prefix: str = "") -> Iterator[tuple[Record, str, str]]:
+    """Each field of `row` (or of its object `prefix`) that is a column of a person the
+    source's tables do not name, one the service added: (the object holding it, its field
+    name, `table.column`). An object that is such a column is one field; any other object's
+    fields are columns of their own (dlt makes `<column>__<field>` of them)."""
+    known = TABLES[table]
+    for field_name, value in list(row.items()):
+        column = prefix + column_name(field_name)
+        if field_name.startswith("_") or column in known or f"{table}__{column}" in TABLES:
+            continue  # a column the source shapes, or a nested table it shapes
+        qualified, inner = f"{table}.{column}", column + "__"
+        if describes_person(qualified) and not any(c.startswith(inner) for c in known):
+            yield row, field_name, qualified
+        elif isinstance(value, dict):
+            yield from _unnamed_fields(table, value, inner)
 
 
 def _locate(row: Record, column: str) -> tuple[Record, str] | None:

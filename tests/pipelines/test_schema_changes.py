@@ -21,9 +21,11 @@ import duckdb
 import pytest
 
 from sandbox import RunningSandbox
+from tests.pipelines.test_privacy_changes import person_to_forget
 from tests.support import SandboxFactory, admin, cli_env, client_for, describe, page_all, run_cli
 from tests.support.postgres import PostgresServer
 from tests.support.privacy import (
+    KEEP_WITH_KEY,
     MINIMAL,
     duckdb_contents,
     found_in,
@@ -201,3 +203,51 @@ def test_on_postgres_new_personal_fields_are_held_back_and_changes_told(
     assert scan_files(tmp_path, every) == {}
     status = status_json(tmp_path, env, "--destination", "postgres")["schema_changes"]
     assert {each["column"] for each in status["held_back"]} == NEW_PERSONAL, status
+
+
+def added_values_of(running: RunningSandbox, contact: Any, slots: list[Any]) -> set[str]:
+    """The values of the person's new fields the sandbox serves: their contact's address and
+    former addresses, their mobile number as a recipient, the device and location of the
+    events they acted in (each made of an id: no one else's)."""
+    values: set[str] = set()
+    with client_for(running) as api:
+        served = api.get(f"/contacts/{contact.id}").json()["data"]
+        values |= {served["address"], *served["previous_emails"]}
+        for shipment, recipient in slots:
+            body = api.get(f"/shipments/{shipment.id}").json()["data"]
+            values |= {r["mobile_number"] for r in body["recipients"] if r["id"] == recipient.id}
+            events = api.get(f"/shipments/{shipment.id}/events", params={"limit": 500})
+            for event in events.json()["data"]:
+                if event["recipient_id"] == recipient.id and event["actor"]["name"] == (
+                    recipient.name
+                ):
+                    values |= {event["actor"]["device"], event["actor"]["location"]}
+    return values
+
+
+def test_forget_clears_the_fields_of_a_person_the_service_added_and_no_load_brings_them_back(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """Under `keep` the new fields load; `forget` clears them with the person's known ones
+    (a column the service added, a list it added as a nested table), and neither the next
+    load nor a full refresh brings them back while the service still holds the person."""
+    running = make_sandbox(limits_enabled=False, shipments=40, seed=63)
+    switch(running, new_personal_fields=True)
+    contact, slots = person_to_forget(running.store)
+    theirs = added_values_of(running, contact, slots)
+    warehouse = tmp_path / "signing.duckdb"
+    env = {**cli_env(running), **KEEP_WITH_KEY}
+    load = ("load", "--duckdb", str(warehouse), "--no-models")
+    cli(tmp_path, env, *load)
+    loaded = scan_tables(duckdb_contents(warehouse), theirs)
+    assert {"raw.contacts", "raw.contacts__previous_emails"} <= set(loaded), loaded
+    assert {"raw.shipments__recipients", "raw.audit_events"} <= set(loaded), loaded
+
+    forget = ("forget", "--email", contact.email, "--duckdb", str(warehouse), "--no-models")
+    forgot = cli(tmp_path, env, *forget)
+    assert found_in(forgot.stdout + forgot.stderr, theirs) == set()
+    assert scan_tables(duckdb_contents(warehouse), theirs) == {}
+    for extra in ((), ("--full-refresh",)):
+        cli(tmp_path, env, *load, *extra)
+        assert scan_tables(duckdb_contents(warehouse), theirs) == {}, extra
+        assert scan_files(tmp_path, theirs) == {}, extra

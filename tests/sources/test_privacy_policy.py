@@ -16,7 +16,7 @@ from pipelines.environment import environment_set
 from pipelines.load.run import LoadOptions, load_incremental
 from sandbox import RunningSandbox
 from sources.signing import PERSONAL_COLUMNS
-from sources.signing.privacy import preset_actions
+from sources.signing.privacy import PrivacyPolicy, preset_actions
 from tests.support import cli_env, describe, error_lines, fast, pointed_at, run_cli, served
 from tests.support.privacy import HASH_KEY, keyed, keyed_phone
 
@@ -94,3 +94,37 @@ def test_the_privacy_guide_lists_every_personal_column_with_its_action_under_eac
             listed[cells[0]] = (cells[2], cells[3])
     keep, minimal = preset_actions("keep"), preset_actions("minimal")
     assert listed == {column: (keep[column], minimal[column]) for column in PERSONAL_COLUMNS}
+
+
+@pytest.mark.parametrize(
+    ("table", "row", "held"),
+    [
+        # A shipment's owner sent as an object: dlt would make `owner__email` of it.
+        (
+            "shipments",
+            {"id": "shp_1", "owner": {"email": "ann@example.org", "phone": "+44 20 7946 0000"}},
+            {"shipments.owner__email", "shipments.owner__phone"},
+        ),
+        # An event's actor with new fields beside its known ones, and a recipient's new object.
+        (
+            "audit_events",
+            {"id": "evt_1", "actor": {"name": "Ann", "device": "iPhone of Ann"}},
+            {"audit_events.actor__device"},
+        ),
+        (
+            "shipments__recipients",
+            {"id": "rcp_1", "contact": {"email": "ann@example.org"}},
+            {"shipments__recipients.contact"},
+        ),
+    ],
+)
+def test_a_new_field_of_a_person_is_held_back_also_inside_an_object(
+    table: str, row: dict[str, object], held: set[str]
+) -> None:
+    policy = PrivacyPolicy("minimal", preset_actions("minimal"), key=HASH_KEY.encode())
+    kept = policy.protect(table, json.loads(json.dumps(row)))
+    assert policy.held_back == held
+    assert "ann@example.org" not in json.dumps(kept)
+    assert "+44 20 7946 0000" not in json.dumps(kept)
+    assert "iPhone of Ann" not in json.dumps(kept)
+    assert kept["id"] == row["id"]
