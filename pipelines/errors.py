@@ -93,6 +93,11 @@ class ModelsError(SigningEtlError):
     """The dbt models cannot run on this warehouse at all (nothing was run)."""
 
 
+class ModelsUnreachable(ModelsError):
+    """The database did not take the connection a build's lock asks for (a server that refuses
+    dbt's connection too): a failed build on record, as dbt's own refusal is, not an error."""
+
+
 class ModelsWarehouseMissing(ModelsError, WarehouseMissing):
     """No warehouse to build the models on (dbt would otherwise create an empty one)."""
 

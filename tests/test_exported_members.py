@@ -102,6 +102,7 @@ EXPORTED: dict[str, list[str]] = {
         "ensure_table",
         "has_table",
         "insert_rows",
+        "load_step",
         "loaded_workspaces",
         "staging_dataset",
         "staging_datasets",

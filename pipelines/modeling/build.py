@@ -18,7 +18,7 @@ from dbt.artifacts.schemas.results import NodeStatus
 from dbt.artifacts.schemas.run import RunExecutionResult
 from dbt.cli.main import dbtRunner
 
-from pipelines.errors import ModelsError
+from pipelines.errors import ModelsError, ModelsUnreachable
 from pipelines.modeling.parse_cache import cached_parse, keep_parse, parse_key
 from pipelines.modeling.record import ModelBuild, record_build
 from pipelines.shipped import shipped
@@ -126,11 +126,16 @@ def build_models(
             a failed result, not an error. A missing DuckDB file is also a
             `FileNotFoundError`.
     """
-    with recorded_build(warehouse) as build:
-        if on_start is not None:
-            on_start()
-        result = _build(build.place, build.target, select, quiet, "build", unit_tests=unit_tests)
-        build.result = result
+    try:
+        with recorded_build(warehouse) as build:
+            if on_start is not None:
+                on_start()
+            result = _build(
+                build.place, build.target, select, quiet, "build", unit_tests=unit_tests
+            )
+            build.result = result
+    except ModelsUnreachable as refused:  # on record already, as dbt's own refusal would be
+        return ModelsResult(False, first_error=str(refused))
     return result
 
 

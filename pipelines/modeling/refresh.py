@@ -112,7 +112,11 @@ def refresh_marts(warehouse: Warehouse | Path, *, brief: str | None = None) -> M
         if marts is None:
             return run_models(place, FRESH_MARTS_SELECTION)
         started = time.monotonic()
-        with place.sql_client() as client, client.begin_transaction():
+        with (
+            place.models_hold(brief=brief),  # no load step writes while the marts read raw
+            place.sql_client() as client,
+            client.begin_transaction(),
+        ):
             for mart in marts:
                 for statement in _statements(mart, place.is_file):
                     client.execute_sql(statement)

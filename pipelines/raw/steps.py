@@ -7,9 +7,7 @@ load (a full refresh included) and a webhook drain."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,13 +16,8 @@ from dlt.common.pipeline import ExtractInfo, LoadInfo
 
 from pipelines.raw.privacy_gate import admit
 from pipelines.raw.schema_changes import SchemaChanges, catalog, find_changes
-from pipelines.warehouse import LoadFileFormat, confirm_run_locks, ensure_datasets
+from pipelines.warehouse import LoadFileFormat, confirm_run_locks, ensure_datasets, load_step
 from sources.signing import RunStats, SyncContext
-
-# One lock per destination for the load step of workspaces loading side by side in this
-# process: two first loads creating the same tables at once collide in the database's catalog
-# (Postgres: duplicate key in pg_type). Fetching, the long part, stays side by side.
-LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
 
 
 @dataclass
@@ -58,7 +51,7 @@ class LoadSteps:
             stats.warn("loaded what an interrupted run had fetched before this run's own")
             if pipeline.list_extracted_load_packages():
                 pipeline.normalize()
-            with LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
+            with load_step(pipeline.destination.destination_name, pipeline.dataset_name):
                 confirm_run_locks()  # as before every write of a run
                 pipeline.load()
         stats.enter("fetching")
@@ -74,7 +67,7 @@ class LoadSteps:
             if not table.startswith("_dlt")
         }
         stats.enter("loading")
-        with LOAD_STEP_LOCKS[pipeline.destination.destination_name]:
+        with load_step(pipeline.destination.destination_name, pipeline.dataset_name):
             confirm_run_locks()  # the workspace's lock still held: nobody else writes it now
             info: LoadInfo = self._timed("load", pipeline.load)
             confirm_run_locks()  # and still after dlt's step, which is not asked inside

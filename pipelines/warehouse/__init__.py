@@ -45,7 +45,7 @@ from ._ddl import (
     staging_datasets,
 )
 from ._homes import record_home, recorded_home
-from ._locks import DATASET, LockPlace
+from ._locks import DATASET, LockPlace, load_step
 from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
 from ._postgres import POSTGRES, read_only_statement
 from ._report import ReportPlace
@@ -76,6 +76,7 @@ __all__ = [
     "ensure_table",
     "has_table",
     "insert_rows",
+    "load_step",
     "loaded_workspaces",
     "staging_dataset",
     "staging_datasets",

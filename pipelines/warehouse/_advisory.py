@@ -132,6 +132,35 @@ def workspace_key(dataset: str, workspace_id: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def models_key(dataset: str) -> int:
+    """The advisory lock between the models and the loads into `dataset`: a model build holds
+    it alone, each of dlt's load steps shares it (`shared_in_database`)."""
+    digest = hashlib.sha256(f"{APPLICATION} models {dataset}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextlib.contextmanager
+def shared_in_database(key: int, what: str) -> Iterator[None]:
+    """Share the advisory lock `key` on a session of its own while the block runs, waiting
+    (in the server's queue, behind a holder that has it alone) as long as that holder keeps
+    it: a load step waits for a model build to end, however long it takes.
+
+    Raises:
+        WarehouseError: the database cannot be reached (one line).
+    """
+    try:
+        session = psycopg.connect(
+            connection_url(), autocommit=True, application_name=_application_name(what)
+        )
+    except psycopg.Error as error:
+        raise WarehouseError(
+            f"cannot take the models' lock in the postgres destination: {first_line(error)}"
+        ) from None
+    with session:
+        session.execute("select pg_advisory_lock_shared(%s)", (key,))
+        yield
+
+
 @contextlib.contextmanager
 def held_in_database(keys: Sequence[int], held_on: str, brief: str | None = None) -> Iterator[None]:
     """Hold the advisory locks `keys` on a session of their own while the block runs, waiting

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import threading
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pipelines.errors import AlreadyRunning, WorkspaceBusy
 
-from ._advisory import held_in_database, oldest_holder, workspace_key
+from ._advisory import (
+    held_in_database,
+    models_key,
+    oldest_holder,
+    shared_in_database,
+    workspace_key,
+)
 from ._lock import held_lock, holder
 from ._postgres import POSTGRES
 
@@ -98,6 +106,21 @@ class LockPlace:
             yield Path(folder)
 
     @contextlib.contextmanager
+    def models_hold(self, *, brief: str | None = None) -> Iterator[None]:
+        """What a model build, or a refresh of the marts, holds while dbt reads `raw`: in a
+        PostgreSQL database the models' lock alone, for which every host's load steps wait
+        (`load_step`), as it waits for theirs. A table dlt merged before its load is recorded
+        shows a staging view the old rows gone and the new ones not yet there, which dbt's
+        snapshots would keep as deletions for ever. A DuckDB file's run lock keeps loads out
+        already; other destinations build no models."""
+        if self.destination != POSTGRES:
+            yield
+            return
+        held_on = "the models of the postgres destination"
+        with held_in_database([models_key(DATASET)], held_on, brief):
+            yield
+
+    @contextlib.contextmanager
     def workspace_locks(
         self, workspace_ids: Sequence[str], *, brief: str | None = None
     ) -> Iterator[None]:
@@ -118,4 +141,24 @@ class LockPlace:
                         held.enter_context(self.exclusive(scope, brief=brief))
             except AlreadyRunning as busy:  # these workspaces' alone, not the warehouse's
                 raise WorkspaceBusy(str(busy)) from None
+            yield
+
+
+# One lock per destination for the load step of workspaces loading side by side in this
+# process: two first loads creating the same tables at once collide in the database's catalog
+# (Postgres: duplicate key in pg_type). Fetching, the long part, stays side by side.
+_LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+@contextlib.contextmanager
+def load_step(destination: str, dataset: str) -> Iterator[None]:
+    """dlt's load step into `dataset` of `destination`, the one place every load and drain
+    writes rows: one at a time per destination in this process, and in a PostgreSQL database
+    never while a model build holds the models' lock (`LockPlace.models_hold`); load steps
+    of other hosts run beside it."""
+    with _LOAD_STEP_LOCKS[destination]:
+        if destination != POSTGRES:
+            yield
+            return
+        with shared_in_database(models_key(dataset), "load step"):
             yield

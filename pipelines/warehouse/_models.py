@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.environment import environment_set
-from pipelines.errors import AlreadyRunning, ModelsError, ModelsWarehouseMissing, WarehouseError
+from pipelines.errors import (
+    AlreadyRunning,
+    ModelsError,
+    ModelsUnreachable,
+    ModelsWarehouseMissing,
+    WarehouseError,
+)
 
 from . import _duckdb
 from ._postgres import dbt_environment
@@ -46,6 +52,9 @@ class ModelsPlace:
         raise NotImplementedError
 
     def publishing(self, *, brief: str | None = None) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def models_hold(self, *, brief: str | None = None) -> AbstractContextManager[None]:
         raise NotImplementedError
 
     def check_for_models(self) -> None:
@@ -100,6 +109,12 @@ class ModelsPlace:
                     ) from None
                 raise ModelsError(str(error)) from None
             target = self.dbt_target()
+            try:  # no load step writes while dbt reads
+                run.enter_context(self.models_hold())
+            except AlreadyRunning:
+                raise  # busy: the caller's exit 75
+            except WarehouseError as error:  # the server refused the lock's connection
+                raise ModelsUnreachable(str(error)) from None
             try:
                 with environment_set(target.environment):
                     yield target
