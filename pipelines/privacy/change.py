@@ -30,8 +30,8 @@ from pipelines.warehouse import (
     transaction,
 )
 from sources.signing import PrivacyPolicy, RunStats
-from sources.signing.columns import TABLES
-from sources.signing.privacy import EXCEPT_WHERE, Action
+from sources.signing.columns import TABLES, describes_person
+from sources.signing.privacy import EXCEPT_WHERE, Action, unnamed_person_columns
 
 REFRESH_COMMAND = "signing-etl load --full-refresh"
 REWRITE_TABLE = "_signing_privacy_rewrite"  # old and new values of one column, while it changes
@@ -67,12 +67,15 @@ class PrivacyPlan:
     # Workspaces that only their own reload can bring under the policy, left as they are by
     # a load with --full-refresh of another (`load --full-refresh` reloads each in turn).
     waiting: list[str] = field(default_factory=list)
+    # Tables the service added under a person (a contact's former addresses), which a policy
+    # that holds back empties in some workspaces' rows, as the source holds them back.
+    emptied: list[ColumnRewrite] = field(default_factory=list)
 
     def apply(self, client: Any) -> dict[str, int]:
         """Rewrite the columns (with the snapshots' copies of them) and record the policy, in
         one transaction; the marts built under the old policy are dropped (the models rebuild
         them). Returns the raw rows changed per column."""
-        if not self.records and not self.rewrites:
+        if not self.records and not self.rewrites and not self.emptied:
             return {}
         changed = transaction(client, "the privacy policy's rewrite", lambda: self._rewrite(client))
         return {column: rows for column, rows in changed.items() if rows}
@@ -87,15 +90,23 @@ class PrivacyPlan:
             table, _, column = rewrite.column.partition(".")
             if column in existing.get(table, set()):
                 changed[rewrite.column] = _rewrite(client, rewrite, self.policy)
+        for emptied in self.emptied:
+            changed[emptied.column] = _empty_nested(client, emptied)
         for rewrite in [*self.rewrites, *self.history]:
             self.versions_changed += rewrite_versions(
                 client, rewrite.column, rewrite.action, rewrite.workspaces, self.policy
             )
         for record in self.records:
             write_policy(client, record)
-        if self.rewrites or self.history:
+        if self.rewrites or self.history or self.emptied:
             drop_derived_copies(client)
         return changed
+
+    @property
+    def changes_rows(self) -> bool:
+        """Whether the plan changes rows already loaded (then dlt's packages, which keep rows
+        as they were loaded, and the file's free blocks must not keep the old values)."""
+        return bool(self.rewrites or self.history or self.emptied)
 
 
 def drop_derived_copies(client: Any) -> None:
@@ -129,6 +140,8 @@ def plan_privacy(
     wanted = PolicyRecord.of(workspace_id, policy)
     workspaces = sorted(set(recorded) | _workspaces_loaded(client, existing) | {workspace_id})
     rewrites: dict[tuple[str, Action], list[str]] = {}
+    held_columns, held_tables = _held_back_in(existing, policy)
+    emptied: dict[str, list[str]] = {}
     for workspace in workspaces:
         record = recorded.get(workspace, PolicyRecord(workspace))
         if workspace == workspace_id and refreshing:
@@ -144,11 +157,56 @@ def plan_privacy(
                 raise
             plan.waiting.append(workspace)
             continue
-        for column, action in changes:
+        for column, action in [*changes, *((column, "drop") for column in held_columns)]:
             rewrites.setdefault((column, action), []).append(workspace)
+        for table in held_tables:
+            emptied.setdefault(table, []).append(workspace)
         plan.records.append(PolicyRecord.of(workspace, policy))
     plan.rewrites = [ColumnRewrite(c, a, tuple(w)) for (c, a), w in sorted(rewrites.items())]
+    plan.emptied = [ColumnRewrite(t, "drop", tuple(w)) for t, w in sorted(emptied.items())]
     return plan
+
+
+def _held_back_in(
+    existing: Mapping[str, set[str]], policy: PrivacyPolicy
+) -> tuple[list[str], list[str]]:
+    """What a policy that holds back (`PrivacyPolicy.holds_back`) takes from rows loaded before
+    it: the warehouse's columns of a person that the source's tables and the policy do not
+    name (`table.column`: a recipient's `mobile_number` the service added), and the tables the
+    service added under a person (a contact's `previous_emails`). None for another policy."""
+    if not policy.holds_back:
+        return [], []
+    columns = [
+        f"{table}.{column}"
+        for table in sorted(existing)
+        if table in TABLES
+        for column in unnamed_person_columns(table, sorted(existing[table]))
+        if f"{table}.{column}" not in policy.actions
+    ]
+    tables = []
+    for table in sorted(existing):
+        parent, _, column = table.rpartition("__")
+        if (
+            table not in TABLES
+            and parent in TABLES
+            and "_dlt_root_id" in existing[table]
+            and describes_person(f"{parent}.{column}")
+            and f"{parent}.{column}" not in policy.actions
+        ):
+            tables.append(table)
+    return columns, tables
+
+
+def _empty_nested(client: Any, emptied: ColumnRewrite) -> int:
+    """Delete the rows of a nested table (`emptied.column` names it) of some workspaces: those
+    whose root row is one of theirs. The rows deleted."""
+    table = client.make_qualified_table_name(emptied.column)
+    root = client.make_qualified_table_name(emptied.column.split("__")[0])
+    marks = ", ".join(["%s"] * len(emptied.workspaces))
+    where = f"_dlt_root_id in (select _dlt_id from {root} where workspace_id in ({marks}))"
+    counted = client.execute_sql(f"select count(*) from {table} where {where}", *emptied.workspaces)
+    client.execute_sql(f"delete from {table} where {where}", *emptied.workspaces)
+    return int(counted[0][0]) if counted else 0
 
 
 def _changes(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str, Action]]:
@@ -283,7 +341,7 @@ def prepare_privacy(
         return PrivacyPlan(policy, [PolicyRecord.of(workspace_id, policy)])
     with warehouse.run_reader() as client:
         plan = plan_privacy(client, policy, workspace_id, refreshing)
-    if plan.rewrites:
+    if plan.changes_rows:
         warehouse.clear_working_folders()
     return plan
 
@@ -296,11 +354,11 @@ def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> N
         return
     with warehouse.writing_client() as client:
         changed = plan.apply(client)
-    if (plan.rewrites or plan.history) and not warehouse.compact():
+    if plan.changes_rows and not warehouse.compact():
         stats.warn(f"{warehouse.label} could not be compacted: old values stay in its free blocks")
     if changed:
-        said = ", ".join(
-            f"{column} {participle(plan.policy.actions[column])} in {rows:,} rows"
+        said = ", ".join(  # a column or table the policy does not name: held back
+            f"{column} {participle(plan.policy.actions.get(column, 'drop'))} in {rows:,} rows"
             for column, rows in changed.items()
         )
         stats.warn(f"the privacy policy now applies to the rows loaded before: {said}")

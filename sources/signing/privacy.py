@@ -76,16 +76,22 @@ def erased_columns(table: str, columns: Iterable[str]) -> list[str]:
     not name, one the service added (a recipient's `mobile_number`, an actor's `device`),
     whatever the policy does with it. A variant column goes as the column it varies."""
     named = ERASED_COLUMNS.get(table, ())
+    unnamed = set(unnamed_person_columns(table, columns))
+    return [c for c in columns if c in unnamed or c.split(VARIANT_MARK, 1)[0] in named]
+
+
+def unnamed_person_columns(table: str, columns: Iterable[str]) -> list[str]:
+    """The columns of `columns` (a table's, as dlt names them) that are a person's and that the
+    source's tables do not name: ones the service added (a variant of a known column is
+    that column's, not one of these)."""
     known = TABLES.get(table, {})
-    chosen = []
-    for column in columns:
-        base = column.split(VARIANT_MARK, 1)[0]
-        if base in known or column.startswith("_"):
-            if base in named:
-                chosen.append(column)
-        elif describes_person(f"{table}.{column}"):
-            chosen.append(column)
-    return chosen
+    return [
+        column
+        for column in columns
+        if not column.startswith("_")
+        and column.split(VARIANT_MARK, 1)[0] not in known
+        and describes_person(f"{table}.{column}")
+    ]
 
 
 # Columns whose action spares the rows where another column has a value: a payment's value

@@ -251,3 +251,26 @@ def test_forget_clears_the_fields_of_a_person_the_service_added_and_no_load_brin
         cli(tmp_path, env, *load, *extra)
         assert scan_tables(duckdb_contents(warehouse), theirs) == {}, extra
         assert scan_files(tmp_path, theirs) == {}, extra
+
+
+def test_switching_keep_to_minimal_takes_what_the_service_added_from_the_rows_loaded(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """The new fields loaded under `keep` (columns, and a list as a nested table) leave the
+    rows already there when the policy becomes one that holds them back, as they stay out of
+    the rows loaded after: no value of theirs in the warehouse or its folders."""
+    running = make_sandbox(limits_enabled=False, shipments=30, seed=64)
+    switch(running, new_personal_fields=True)
+    every = set().union(*new_values(running).values())
+    warehouse = tmp_path / "signing.duckdb"
+    load = ("--log-format", "json", "load", "--duckdb", str(warehouse), "--no-models")
+    cli(tmp_path, {**cli_env(running), **KEEP_WITH_KEY}, *load)
+    loaded = scan_tables(duckdb_contents(warehouse), every)
+    assert {"raw.contacts__previous_emails", "raw.shipments__recipients"} <= set(loaded), loaded
+
+    switched = cli(tmp_path, {**cli_env(running), **MINIMAL}, *load)
+
+    assert scan_tables(duckdb_contents(warehouse), every) == {}
+    assert scan_files(tmp_path, every) == {}
+    assert "contacts__previous_emails dropped in " in switched.stderr, describe(switched)
+    assert "shipments__recipients.mobile_number dropped in " in switched.stderr
