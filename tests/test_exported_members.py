@@ -104,6 +104,7 @@ EXPORTED: dict[str, list[str]] = {
         "insert_rows",
         "load_step",
         "loaded_workspaces",
+        "lock_for_transaction",
         "staging_dataset",
         "staging_datasets",
         "tables_in",

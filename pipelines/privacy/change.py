@@ -25,6 +25,7 @@ from pipelines.warehouse import (
     columns_by_table,
     insert_rows,
     loaded_workspaces,
+    lock_for_transaction,
     staging_datasets,
     tables_in,
     transaction,
@@ -35,6 +36,8 @@ from sources.signing.privacy import EXCEPT_WHERE, Action, unnamed_person_columns
 
 REFRESH_COMMAND = "signing-etl load --full-refresh"
 REWRITE_TABLE = "_signing_privacy_rewrite"  # old and new values of one column, while it changes
+# The advisory lock a policy's rewrite holds in a shared database (the bytes of "sgnetl02").
+REWRITE_LOCK_KEY = int.from_bytes(b"sgnetl02", "big", signed=True)
 BATCH = 300  # rows of new values per INSERT
 
 
@@ -85,6 +88,10 @@ class PrivacyPlan:
         here when a conflict ended it)."""
         changed: dict[str, int] = {}
         self.versions_changed = 0
+        # Loads side by side (on PostgreSQL, of several hosts) each plan the change for every
+        # workspace: one rewrites at a time, and what another has recorded meanwhile is done.
+        lock_for_transaction(client, REWRITE_LOCK_KEY)
+        self._leave_out(read_policies(client))
         existing = columns_by_table(client)
         for rewrite in self.rewrites:
             table, _, column = rewrite.column.partition(".")
@@ -101,6 +108,23 @@ class PrivacyPlan:
         if self.rewrites or self.history or self.emptied:
             drop_derived_copies(client)
         return changed
+
+    def _leave_out(self, recorded: Mapping[str, PolicyRecord]) -> None:
+        """Take out of the plan the workspaces whose rows `recorded` says are under the policy
+        already (another run's rewrite, committed since this plan was read): a value hashed
+        twice would match no address again."""
+        done = {w for w, record in recorded.items() if record.same_as(self.policy)}
+        if not done:
+            return
+        self.records = [record for record in self.records if record.workspace_id not in done]
+        self.rewrites, self.emptied = (
+            [
+                ColumnRewrite(step.column, step.action, left)
+                for step in steps
+                if (left := tuple(w for w in step.workspaces if w not in done))
+            ]
+            for steps in (self.rewrites, self.emptied)
+        )
 
     @property
     def changes_rows(self) -> bool:

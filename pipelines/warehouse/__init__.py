@@ -41,6 +41,7 @@ from ._ddl import (
     catalog_changes,
     ensure_datasets,
     ensure_table,
+    lock_for_transaction,
     staging_dataset,
     staging_datasets,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "insert_rows",
     "load_step",
     "loaded_workspaces",
+    "lock_for_transaction",
     "staging_dataset",
     "staging_datasets",
     "tables_in",

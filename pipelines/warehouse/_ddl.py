@@ -32,6 +32,13 @@ def is_postgres(client: Any) -> bool:
     return type(client).__name__ == "Psycopg2SqlClient"
 
 
+def lock_for_transaction(client: Any, key: int) -> None:
+    """Hold the advisory lock `key` until the transaction `client` is in ends: on PostgreSQL,
+    where other hosts' runs write beside this one; a DuckDB file has one writer already."""
+    if is_postgres(client):
+        client.execute_sql("select pg_advisory_xact_lock(%s)", key)
+
+
 @contextlib.contextmanager
 def catalog_changes(client: Any) -> Iterator[None]:
     """Hold the warehouse's lock for creating and widening shared schemas and tables while the
