@@ -31,7 +31,15 @@ _WIDE = 10_000
 # What could change how a line reads on a terminal or in a log: C0 and C1 control characters
 # and DEL (tabs are kept), the Unicode line and paragraph separators, and the invisible
 # formatting characters (bidirectional overrides, zero widths, the byte order mark).
-_INVISIBLE = r"\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+# (Unicode's format characters, category Cf, as of Unicode 15: the soft hyphen, the Arabic
+# and Syriac marks, the Mongolian vowel separator, interlinear annotations, the tag characters
+# that can spell hidden text, among them.)
+_INVISIBLE = (
+    r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    r"\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    r"\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    r"\U000e0020-\U000e007f"
+)
 _CONTROL = re.compile(rf"[\x00-\x08\x0a-\x1f\x7f-\x9f{_INVISIBLE}]")
 # The same but the line breaks a multi-line message printed on a terminal is made of.
 _TERMINAL_CONTROL = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
@@ -49,23 +57,28 @@ def printable(text: str) -> str:
 class _PlainConsole(Console):
     """A console that writes the control characters of any text it is given (a workspace's
     name, a path, a reason the service gave) as escapes, so that no value can move the cursor,
-    recolour the terminal or forge a line; renderables such as `PlainTable` escape their own."""
+    recolour the terminal or forge a line; renderables such as `PlainTable` escape their own.
+    Line breaks are kept only where a caller prints a text of several lines on purpose."""
+
+    def __init__(self, *, lines: bool, **options: Any) -> None:
+        super().__init__(**options)
+        self._control = _TERMINAL_CONTROL if lines else _CONTROL
 
     def print(self, *objects: Any, **options: Any) -> None:
-        super().print(*map(_plain_text, objects), **options)
+        super().print(*map(self._plain_text, objects), **options)
+
+    def _plain_text(self, value: Any) -> Any:
+        if isinstance(value, str | Path):
+            return self._control.sub(_escaped, str(value))
+        return value
 
 
-def _plain_text(value: Any) -> Any:
-    if isinstance(value, str | Path):
-        return _TERMINAL_CONTROL.sub(_escaped, str(value))
-    return value
-
-
-def _console(stderr: bool) -> Console:
+def _console(stderr: bool, lines: bool = True) -> Console:
     """A console that reads no markup or emoji codes, highlights nothing and escapes control
-    characters in what it prints: every value comes out as it is."""
+    characters in what it prints (`lines`: but line breaks): every value comes out as it is."""
     terminal = (sys.stderr if stderr else sys.stdout).isatty()
     return _PlainConsole(
+        lines=lines,
         stderr=stderr,
         width=None if terminal else _WIDE,
         soft_wrap=not terminal,
@@ -86,8 +99,10 @@ class PlainTable(Table):
         super().add_row(*(printable("" if c is None else str(c)) for c in cells), **options)
 
 
-def stdout_console() -> Console:
-    return _console(stderr=False)
+def stdout_console(*, lines: bool = True) -> Console:
+    """The console of stdout; `lines=False` for a view whose every print is one line (a value
+    with a line break, a workspace's name, cannot start a line of its own)."""
+    return _console(stderr=False, lines=lines)
 
 
 def stderr_console() -> Console:

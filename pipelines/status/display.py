@@ -21,7 +21,7 @@ from pipelines.status.read import RECENT_RUNS, Status, WorkspaceStatus
 from pipelines.webhooks.display import webhooks_line
 from sources.signing import EVENTS_LIMIT
 
-out = output.stdout_console()
+out = output.stdout_console(lines=False)  # one line per print
 
 
 def print_status(found: Status, warehouse: Path, now: datetime | None = None) -> None:

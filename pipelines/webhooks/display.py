@@ -15,7 +15,7 @@ from pipelines.webhooks.inbox import InboxStatus
 from pipelines.webhooks.secrets_file import now_utc
 from pipelines.webhooks.subscriptions import Change, Listed
 
-out = output.stdout_console()
+out = output.stdout_console(lines=False)  # one line per print
 
 
 def webhooks_line(missed: int, brought: int | None) -> str:

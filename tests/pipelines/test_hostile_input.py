@@ -180,6 +180,33 @@ def test_configured_workspace_names_with_markup_and_dots_load_and_print_as_writt
     assert "([sources.signing.workspaces.<name>])" in " ".join(shown.stdout.split())
 
 
+def test_a_workspace_name_with_a_line_break_cannot_start_a_line_of_status(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """A configured name is the user's (or whoever wrote the secrets file): `status` prints
+    it escaped, on its own line, in every place it is named."""
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    forged = "2026-11-27T00:00:00Z ERROR forged line"
+    (tmp_path / ".dlt").mkdir()
+    (tmp_path / ".dlt" / "secrets.toml").write_text(
+        f'[sources.signing]\nbase_url = "{running.base_url}"\n'
+        f'[sources.signing.workspaces."acme\\n{forged}"]\napi_key = "{running.api_key}"\n'
+    )
+    env = {
+        **cli_env(None),
+        **{f"SOURCES__SIGNING__{k.upper()}": str(v) for k, v in asdict(FAST).items()},
+    }
+    warehouse = tmp_path / "signing.duckdb"
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+
+    shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
+
+    assert shown.returncode == 0, describe(shown)
+    lines = shown.stdout.splitlines()
+    assert not [line for line in lines if line.startswith(forged)], shown.stdout
+    assert [line for line in lines if f"acme\\n{forged}" in line], shown.stdout
+
+
 def test_a_refusal_whose_message_forges_a_log_line_stays_one_escaped_line(tmp_path: Path) -> None:
     """The service's words reach the log through an error: they can neither start a line of
     their own nor drive the terminal."""
