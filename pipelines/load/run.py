@@ -12,7 +12,7 @@ import contextlib
 import shutil
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -160,7 +160,7 @@ def load_incremental(
     *,
     control: RunControl | None = None,
     workspace_name: str | None = None,
-    settings: SigningConfiguration | None = None,
+    settings: SigningConfiguration | Callable[[], SigningConfiguration] | None = None,
 ) -> LoadResult:
     """One incremental sync: fetch what changed since the last run, merge it into `raw`.
 
@@ -173,8 +173,9 @@ def load_incremental(
     The state belongs to the workspace the key's `/me` names, so the source is asked first and
     the workspace's own pipeline is used (`workspace_state`). `full_refresh` deletes only this
     workspace's rows and state. `workspace_name` is the configured entry, kept in the run record.
-    `settings` are the source's (`api_key`, `base_url`, pacing); None reads them from dlt's
-    configuration when the run connects.
+    `settings` are the source's (`api_key`, `base_url`, pacing), or what resolves them when
+    the run connects (a configured workspace's, whose bad setting is then a recorded failure
+    of its run); None reads them from dlt's configuration then.
     """
     run = _Run(
         Warehouse.of(warehouse), options or LoadOptions(), control or RunControl(), workspace_name
@@ -219,14 +220,20 @@ class _Run:
         self.started = datetime.now(UTC)
         self.recorded = False
 
-    def load(self, settings: SigningConfiguration | None, held: contextlib.ExitStack) -> LoadResult:
+    def load(
+        self,
+        settings: SigningConfiguration | Callable[[], SigningConfiguration] | None,
+        held: contextlib.ExitStack,
+    ) -> LoadResult:
         """Hold the warehouse, connect, and load through the workspace's pipeline; what it
         holds is released by `held`."""
         options = self.options
         held.enter_context(self.warehouse.writer())
         held.enter_context(stop_on_signals(self.control))
+        if not isinstance(settings, SigningConfiguration):  # resolved now, inside the run
+            settings = (settings or configured_source)()
         connection = connect(
-            settings or configured_source(),
+            settings,
             since=options.reload.since if options.reload else options.since,
             max_requests=options.max_requests,
             reconcile=options.reconcile,

@@ -94,7 +94,7 @@ def load_workspace(
             options,
             control=control,
             workspace_name=entry.name,
-            settings=entry.settings(),
+            settings=entry.settings,  # resolved by the run: a bad setting is on its record
         )
     except FATAL_FAILURES as error:  # a busy warehouse (another run's) is a stop, not a failure
         fatal = not isinstance(error, WarehouseError) or error.ends_every_workspace

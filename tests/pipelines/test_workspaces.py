@@ -377,3 +377,26 @@ def test_a_workspace_that_fails_outside_the_cli_is_published_where_status_reads_
     assert workspace["last_run"]["reason"] == ended.reason, workspace
     check = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
     assert check.returncode == 1, describe(check)
+
+
+def test_a_setting_that_is_not_of_its_type_fails_the_run_on_record(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """A setting dlt cannot read (a rate that is not a number) fails the next run in one line
+    naming the variable, and the failure is where `status` and its check read it."""
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    env = cli_env(running)
+    warehouse = tmp_path / "signing.duckdb"
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+    wrong = {**env, "SOURCES__SIGNING__REQUESTS_PER_SECOND": "ten"}
+
+    failed = run_cli(load_args(warehouse), cwd=tmp_path, env=wrong)
+
+    assert failed.returncode == 1, describe(failed)
+    (line,) = error_lines(failed.stderr)
+    assert "REQUESTS_PER_SECOND" in line, line
+    (workspace,) = status_document(warehouse, cwd=tmp_path, env=env)["workspaces"]
+    assert workspace["last_run"]["outcome"] == "failed", workspace
+    assert "REQUESTS_PER_SECOND" in workspace["last_run"]["reason"], workspace
+    check = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=env)
+    assert check.returncode == 1, describe(check)
