@@ -188,8 +188,9 @@ def recorded_build(warehouse: Warehouse | Path) -> Iterator[BuildOnRecord]:
                     place.release_dbt()
                     record_build(place, _as_build(started, build.result))
     except ModelsError as error:
-        if build is None:  # nothing was built: on record all the same
-            record_build(place, _as_build(started, ModelsResult(False, first_error=str(error))))
+        if build is None:  # nothing was built: on record (in the journal) all the same
+            refused = _as_build(started, ModelsResult(False, first_error=str(error)))
+            record_build(place, refused, held=False)
         raise
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import orjson
 
+from pipelines.errors import WarehouseError
 from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows, transaction
 
 BUILDS_TABLE = "_signing_model_builds"
@@ -76,14 +78,16 @@ class ModelBuild:
         return cls(**values)
 
 
-def record_build(warehouse: Warehouse, build: ModelBuild) -> None:
+def record_build(warehouse: Warehouse, build: ModelBuild, *, held: bool = True) -> None:
     """Keep `build` in the warehouse and, when it failed or the warehouse would not take it,
-    in the journal. Recording never fails the command: the build's own outcome is what it
-    reports. A warehouse never loaded (a typo'd path) gets nothing: no file is made for it."""
+    in the journal (only there when the run does not hold the warehouse: `held` false, a
+    build refused before it took it). Recording never fails the command: the build's own
+    outcome is what it reports. A warehouse never loaded (a typo'd path) gets nothing: no
+    file is made for it."""
     if not warehouse.loaded_before():
         return
     written = False
-    with contextlib.suppress(Exception), warehouse.sql_client() as client:
+    with contextlib.suppress(Exception), _held_client(warehouse, held) as client:
         table = ensure_table(client, BUILDS_TABLE, BUILD_COLUMNS)
         row = build.to_row()
         transaction(
@@ -96,11 +100,22 @@ def record_build(warehouse: Warehouse, build: ModelBuild) -> None:
         warehouse.journal(BUILDS_JOURNAL, build.to_row())
 
 
+@contextlib.contextmanager
+def _held_client(warehouse: Warehouse, held: bool) -> Iterator[Any]:
+    """dlt's SQL client of the warehouse the run holds; none (an error, so the record goes
+    to the journal) when it does not hold it: a DuckDB file's working copy is the held run's."""
+    if not held and warehouse.is_file:
+        raise WarehouseError("the warehouse is not held by this build")
+    with warehouse.sql_client() as client:
+        yield client
+
+
 def built_before(warehouse: Warehouse) -> bool:
-    """Whether a model build ever succeeded on the warehouse (its marts exist)."""
+    """Whether a model build ever succeeded on the warehouse (its marts exist), read from what
+    readers read (a DuckDB file's published copy), so it needs no hold of the warehouse."""
     if not warehouse.loaded_before():
         return False
-    with contextlib.suppress(Exception), warehouse.sql_client() as client:
+    with contextlib.suppress(Exception), warehouse.reader() as client:
         table = client.make_qualified_table_name(BUILDS_TABLE)
         return bool(client.execute_sql(f"select 1 from {table} where success limit 1"))
     return False

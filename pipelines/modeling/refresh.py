@@ -105,7 +105,7 @@ def refresh_marts(warehouse: Warehouse | Path, *, brief: str | None = None) -> M
     nothing run, on a warehouse whose models were never built: there are no marts to keep
     fresh."""
     place = Warehouse.of(warehouse)
-    if not built_before(place):  # asked before the hold, whose end would publish
+    if not built_before(place):  # asked of the published copy, before the hold
         return None
     with place.publishing(brief=brief):
         marts = compiled_marts(_last_compiled(place.dbt_dir))

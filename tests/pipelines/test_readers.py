@@ -18,6 +18,7 @@ import duckdb
 import pytest
 
 from pipelines.configuration import WorkspaceEntry
+from pipelines.modeling.record import built_before
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.drain import drain_workspace
 from pipelines.webhooks.inbox import Delivery, Inbox
@@ -252,3 +253,22 @@ def test_a_backup_restored_over_the_published_file_is_where_the_next_run_starts(
 
     assert again.returncode == 0, describe(again)
     assert differences(warehouse, running.store) == {}
+
+
+def test_a_drain_asks_whether_the_marts_exist_without_opening_the_file_a_load_writes(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """The refresh after a webhook drain asks, before it takes the warehouse, whether the
+    models were ever built: of the published copy, never of the working file, which a load
+    that just took the warehouse holds (as a process holding it for writing does here)."""
+    running = make_sandbox(shipments=10, limits_enabled=False)
+    warehouse = tmp_path / "signing.duckdb"
+    built = run_cli(["load", "--duckdb", str(warehouse)], cwd=tmp_path, env=cli_env(running))
+    assert built.returncode == 0, describe(built)
+    place = Warehouse.at(warehouse)
+    load = Holder(place.working_path, "read_write")
+    try:
+        assert load.shipments() == len(running.store.shipments.by_id)
+        assert built_before(place)
+    finally:
+        load.close()
