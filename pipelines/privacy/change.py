@@ -55,6 +55,15 @@ class ColumnRewrite:
     workspaces: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class NestedRows:
+    """A table the service added under a person (a contact's former addresses), to empty of
+    some workspaces' rows."""
+
+    table: str
+    workspaces: tuple[str, ...]
+
+
 @dataclass
 class PrivacyPlan:
     """What a load does about the policy before it fetches: the columns to rewrite and the
@@ -72,7 +81,7 @@ class PrivacyPlan:
     waiting: list[str] = field(default_factory=list)
     # Tables the service added under a person (a contact's former addresses), which a policy
     # that holds back empties in some workspaces' rows, as the source holds them back.
-    emptied: list[ColumnRewrite] = field(default_factory=list)
+    emptied: list[NestedRows] = field(default_factory=list)
 
     def apply(self, client: Any) -> dict[str, int]:
         """Rewrite the columns (with the snapshots' copies of them) and record the policy, in
@@ -98,7 +107,7 @@ class PrivacyPlan:
             if column in existing.get(table, set()):
                 changed[rewrite.column] = _rewrite(client, rewrite, self.policy)
         for emptied in self.emptied:
-            changed[emptied.column] = _empty_nested(client, emptied)
+            changed[emptied.table] = _empty_nested(client, emptied)
         for rewrite in [*self.rewrites, *self.history]:
             self.versions_changed += rewrite_versions(
                 client, rewrite.column, rewrite.action, rewrite.workspaces, self.policy
@@ -116,15 +125,19 @@ class PrivacyPlan:
         done = {w for w, record in recorded.items() if record.same_as(self.policy)}
         if not done:
             return
+
+        def left(workspaces: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(w for w in workspaces if w not in done)
+
         self.records = [record for record in self.records if record.workspace_id not in done]
-        self.rewrites, self.emptied = (
-            [
-                ColumnRewrite(step.column, step.action, left)
-                for step in steps
-                if (left := tuple(w for w in step.workspaces if w not in done))
-            ]
-            for steps in (self.rewrites, self.emptied)
-        )
+        self.rewrites = [
+            ColumnRewrite(r.column, r.action, left(r.workspaces))
+            for r in self.rewrites
+            if left(r.workspaces)
+        ]
+        self.emptied = [
+            NestedRows(e.table, left(e.workspaces)) for e in self.emptied if left(e.workspaces)
+        ]
 
     @property
     def changes_rows(self) -> bool:
@@ -187,7 +200,7 @@ def plan_privacy(
             emptied.setdefault(table, []).append(workspace)
         plan.records.append(PolicyRecord.of(workspace, policy))
     plan.rewrites = [ColumnRewrite(c, a, tuple(w)) for (c, a), w in sorted(rewrites.items())]
-    plan.emptied = [ColumnRewrite(t, "drop", tuple(w)) for t, w in sorted(emptied.items())]
+    plan.emptied = [NestedRows(t, tuple(w)) for t, w in sorted(emptied.items())]
     return plan
 
 
@@ -221,11 +234,11 @@ def _held_back_in(
     return columns, tables
 
 
-def _empty_nested(client: Any, emptied: ColumnRewrite) -> int:
-    """Delete the rows of a nested table (`emptied.column` names it) of some workspaces: those
-    whose root row is one of theirs. The rows deleted."""
-    table = client.make_qualified_table_name(emptied.column)
-    root = client.make_qualified_table_name(emptied.column.split("__")[0])
+def _empty_nested(client: Any, emptied: NestedRows) -> int:
+    """Delete the rows of a nested table of some workspaces: those whose root row is one of
+    theirs. The rows deleted."""
+    table = client.make_qualified_table_name(emptied.table)
+    root = client.make_qualified_table_name(emptied.table.split("__")[0])
     marks = ", ".join(["%s"] * len(emptied.workspaces))
     where = f"_dlt_root_id in (select _dlt_id from {root} where workspace_id in ({marks}))"
     counted = client.execute_sql(f"select count(*) from {table} where {where}", *emptied.workspaces)

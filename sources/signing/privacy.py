@@ -11,7 +11,7 @@ warehouse, dbt's files, the logs or the report.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final, Literal, get_args
@@ -70,7 +70,7 @@ ERASED_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
 VARIANT_MARK: Final = "__v_"
 
 
-def erased_columns(table: str, columns: Iterable[str]) -> list[str]:
+def erased_columns(table: str, columns: Collection[str]) -> list[str]:
     """The columns of `columns` (a table's, as dlt names them) an erasure clears in `table`'s
     rows that stay: `ERASED_COLUMNS`, and each column of a person that the source's tables do
     not name, one the service added (a recipient's `mobile_number`, an actor's `device`),
