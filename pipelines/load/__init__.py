@@ -1,12 +1,13 @@
-"""Loading, in layer order: `run` (one workspace's run: what it is asked, dlt's steps with
-signals turned into a clean stop, its record), `workspaces` (the configured workspaces in turn
-or side by side), `display` (what a load says as it runs and ends) and `cli` (`signing-etl
-load`)."""
+"""Loading, in layer order: `signals` (SIGINT and SIGTERM turned into a clean stop), `run`
+(one workspace's run: what it is asked, dlt's steps, its record), `workspaces` (the configured
+workspaces in turn or side by side), `display` (what a load says as it runs and ends) and `cli`
+(`signing-etl load`)."""
 
 from __future__ import annotations
 
 from .cli import load_command
-from .run import LoadOptions, LoadResult, load_incremental, stop_on_signals
+from .run import LoadOptions, LoadResult, load_incremental
+from .signals import stop_on_signals
 from .workspaces import LoadWatcher, WorkspaceLoad, in_turns, load_workspace, load_workspaces
 
 __all__ = [

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import dlt
 from dlt.common.pipeline import LoadInfo
@@ -29,6 +27,7 @@ from pipelines.errors import (
     exit_code_of,
     failure_reason,
 )
+from pipelines.load.signals import stop_on_signals
 from pipelines.outcome import EXIT_DONE, EXIT_FAILED, Outcome, worst_exit_code
 from pipelines.privacy.change import PrivacyPlan, apply_privacy, prepare_privacy
 from pipelines.raw.deletions import PipelineRecords, mark_deletions
@@ -49,11 +48,9 @@ from pipelines.raw.steps import LoadSteps
 from pipelines.warehouse import DEFAULT_WAREHOUSE, Warehouse
 from pipelines.webhooks.ledger import Reconciliation
 from sources.signing import (
-    Interrupted,
     ReloadWindow,
     RunControl,
     RunStats,
-    RunStopped,
     SigningConfiguration,
     SyncContext,
     TableDeletions,
@@ -65,12 +62,6 @@ from sources.signing import (
     reloaded_resources,
     signing_source,
 )
-
-
-class Stoppable(Protocol):
-    """What a signal stops: one run's `RunControl`, or several runs at once."""
-
-    def stop(self, reason: RunStopped) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -386,28 +377,3 @@ class _Run:
             # is no place for a warehouse, and a first DuckDB run that failed, leave nothing.
             with contextlib.suppress(OSError):  # the disk may be too full for that as well
                 journal_run(self.warehouse, ended.record(self.control.run_id))
-
-
-@contextlib.contextmanager
-def stop_on_signals(control: Stoppable) -> Iterator[None]:
-    """SIGINT and SIGTERM stop the run cleanly (what was fetched is loaded); a second one of
-    the same kind acts as usual and ends the process at once. Only in the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous: dict[int, Any] = {}
-
-    def handle(number: int, frame: object) -> None:
-        signal.signal(number, previous[number] or signal.SIG_DFL)
-        name = signal.Signals(number).name
-        # Stopping takes locks a worker may hold; a thread of its own keeps this handler safe.
-        reason = Interrupted(f"stopped by {name}; the next run continues", number)
-        threading.Thread(target=control.stop, args=(reason,), daemon=True).start()
-
-    for kind in (signal.SIGINT, signal.SIGTERM):
-        previous[kind] = signal.signal(kind, handle)
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)

@@ -24,7 +24,8 @@ from pipelines.errors import (
     failure_reason,
     is_transient,
 )
-from pipelines.load.run import LoadOptions, LoadResult, load_incremental, stop_on_signals
+from pipelines.load.run import LoadOptions, LoadResult, load_incremental
+from pipelines.load.signals import stop_on_signals
 from pipelines.outcome import Outcome, is_signal
 from pipelines.warehouse import Warehouse
 from sources.signing import RunControl, RunStopped

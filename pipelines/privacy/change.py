@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from pipelines.privacy.held_back import NestedRows, empty_nested, held_back_in
 from pipelines.privacy.snapshots import rewrite_versions
 from pipelines.raw.privacy_gate import PrivacyRefused, erasures_in_force
 from pipelines.raw.privacy_records import PolicyRecord, read_policies, write_policy
@@ -31,8 +32,8 @@ from pipelines.warehouse import (
     transaction,
 )
 from sources.signing import PrivacyPolicy, RunStats
-from sources.signing.columns import TABLES, describes_person
-from sources.signing.privacy import EXCEPT_WHERE, Action, unnamed_person_columns
+from sources.signing.columns import TABLES
+from sources.signing.privacy import EXCEPT_WHERE, Action
 
 REFRESH_COMMAND = "signing-etl load --full-refresh"
 REWRITE_TABLE = "_signing_privacy_rewrite"  # old and new values of one column, while it changes
@@ -52,15 +53,6 @@ class ColumnRewrite:
 
     column: str  # `table.column`
     action: Action  # hash, mask or drop
-    workspaces: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class NestedRows:
-    """A table the service added under a person (a contact's former addresses), to empty of
-    some workspaces' rows."""
-
-    table: str
     workspaces: tuple[str, ...]
 
 
@@ -107,7 +99,7 @@ class PrivacyPlan:
             if column in existing.get(table, set()):
                 changed[rewrite.column] = _rewrite(client, rewrite, self.policy)
         for emptied in self.emptied:
-            changed[emptied.table] = _empty_nested(client, emptied)
+            changed[emptied.table] = empty_nested(client, emptied)
         for rewrite in [*self.rewrites, *self.history]:
             self.versions_changed += rewrite_versions(
                 client, rewrite.column, rewrite.action, rewrite.workspaces, self.policy
@@ -177,7 +169,7 @@ def plan_privacy(
     wanted = PolicyRecord.of(workspace_id, policy)
     workspaces = sorted(set(recorded) | _workspaces_loaded(client, existing) | {workspace_id})
     rewrites: dict[tuple[str, Action], list[str]] = {}
-    held_columns, held_tables = _held_back_in(existing, policy)
+    held_columns, held_tables = held_back_in(existing, policy)
     emptied: dict[str, list[str]] = {}
     for workspace in workspaces:
         record = recorded.get(workspace, PolicyRecord(workspace))
@@ -202,48 +194,6 @@ def plan_privacy(
     plan.rewrites = [ColumnRewrite(c, a, tuple(w)) for (c, a), w in sorted(rewrites.items())]
     plan.emptied = [NestedRows(t, tuple(w)) for t, w in sorted(emptied.items())]
     return plan
-
-
-def _held_back_in(
-    existing: Mapping[str, set[str]], policy: PrivacyPolicy
-) -> tuple[list[str], list[str]]:
-    """What a policy that holds back (`PrivacyPolicy.holds_back`) takes from rows loaded before
-    it: the warehouse's columns of a person that the source's tables and the policy do not
-    name (`table.column`: a recipient's `mobile_number` the service added), and the tables the
-    service added under a person (a contact's `previous_emails`). None for another policy."""
-    if not policy.holds_back:
-        return [], []
-    columns = [
-        f"{table}.{column}"
-        for table in sorted(existing)
-        if table in TABLES
-        for column in unnamed_person_columns(table, sorted(existing[table]))
-        if f"{table}.{column}" not in policy.actions
-    ]
-    tables = []
-    for table in sorted(existing):
-        parent, _, column = table.rpartition("__")
-        if (
-            table not in TABLES
-            and parent in TABLES
-            and "_dlt_root_id" in existing[table]
-            and describes_person(f"{parent}.{column}")
-            and f"{parent}.{column}" not in policy.actions
-        ):
-            tables.append(table)
-    return columns, tables
-
-
-def _empty_nested(client: Any, emptied: NestedRows) -> int:
-    """Delete the rows of a nested table of some workspaces: those whose root row is one of
-    theirs. The rows deleted."""
-    table = client.make_qualified_table_name(emptied.table)
-    root = client.make_qualified_table_name(emptied.table.split("__")[0])
-    marks = ", ".join(["%s"] * len(emptied.workspaces))
-    where = f"_dlt_root_id in (select _dlt_id from {root} where workspace_id in ({marks}))"
-    counted = client.execute_sql(f"select count(*) from {table} where {where}", *emptied.workspaces)
-    client.execute_sql(f"delete from {table} where {where}", *emptied.workspaces)
-    return int(counted[0][0]) if counted else 0
 
 
 def _changes(record: PolicyRecord, policy: PrivacyPolicy) -> Iterator[tuple[str, Action]]:

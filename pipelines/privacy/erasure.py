@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pipelines.errors import ConfigError, SigningEtlError, WarehouseMissing
-from pipelines.privacy.change import drop_derived_copies, participle
+from pipelines.errors import ConfigError, WarehouseMissing
+from pipelines.privacy.change import drop_derived_copies
+from pipelines.privacy.person import Person, named_person
 from pipelines.privacy.snapshots import erase_versions
 from pipelines.raw.privacy_gate import erasures_in_force
 from pipelines.raw.privacy_records import Erasure, PolicyRecord, read_policies, record_erasure
@@ -40,22 +41,9 @@ from pipelines.warehouse import (
 )
 from sources.signing import PrivacyPolicy, configured_privacy
 from sources.signing.privacy import KEY_VARIABLE, erased_columns
-from sources.signing.pseudonyms import normalised
 
 # Conditions (of two or three values each) ORed into one statement by `_clear_any`.
 CONDITIONS_PER_STATEMENT = 200
-
-
-class ErasureRefused(SigningEtlError):
-    """The person cannot be named or found as asked (an unknown or ambiguous contact id)."""
-
-
-@dataclass(frozen=True)
-class Person:
-    """Whom to erase: the normalised address when it is known, and its keyed hash."""
-
-    address: str | None
-    subject: str
 
 
 @dataclass
@@ -122,7 +110,7 @@ def _erase(
         if not ids:
             raise WarehouseMissing(f"{warehouse.label} holds no workspace yet; nothing to erase")
         erasures_in_force(client, policy)  # earlier erasures must be under this key
-        person = _person(client, policy, records, email, contact_id, workspace)
+        person = named_person(client, policy, records, email, contact_id, workspace)
 
         def erase() -> ErasureResult:
             result = ErasureResult(person.subject, str(policy.key_id))
@@ -137,65 +125,6 @@ def _erase(
             return result
 
         return transaction(client, "the erasure", erase)
-
-
-def _person(
-    client: Any,
-    policy: PrivacyPolicy,
-    records: dict[str, PolicyRecord],
-    email: str | None,
-    contact_id: str | None,
-    workspace: str | None,
-) -> Person:
-    """The person an address names, or the one a contact id names (its stored address)."""
-    if email is not None:
-        address = normalised("email", email)
-        if "@" not in address:
-            raise ErasureRefused("--email needs an e-mail address")
-        return Person(address, policy.subject(address))
-    if not contact_id:
-        raise ErasureRefused("name the person: --email ADDRESS or --contact-id ID")
-    found = _contacts_with_id(client, contact_id, workspace)
-    if len(found) != 1:
-        where = ", ".join(sorted(w for w, _ in found))
-        raise ErasureRefused(
-            f"contact {contact_id!r} is in {len(found)} workspaces ({where}): add --workspace ID"
-            if found
-            else f"no contact {contact_id!r} in this warehouse"
-            + (f" (workspace {workspace})" if workspace else "")
-        )
-    ((workspace_id, stored),) = found
-    record = records.get(workspace_id, PolicyRecord(workspace_id))
-    action = record.action("contacts.email")
-    if stored and action == "keep":
-        address = normalised("email", stored)
-        return Person(address, policy.subject(address))
-    if stored and action == "hash" and record.key_id == policy.key_id:
-        return Person(None, stored)
-    held = "missing" if not stored else participle(action)
-    if stored and action == "hash":
-        held = "hashed with another key"
-    raise ErasureRefused(
-        f"contact {contact_id!r}'s address is {held} in this warehouse, so the person cannot "
-        "be known by it: use --email ADDRESS"
-    )
-
-
-def _contacts_with_id(
-    client: Any, contact_id: str, workspace: str | None
-) -> list[tuple[str, str | None]]:
-    """(workspace id, stored address) of each contact with this id (in `workspace`: its id or
-    its name at the service)."""
-    if "contacts" not in columns_by_table(client):
-        return []
-    table = client.make_qualified_table_name("contacts")
-    rows = client.execute_sql(f"select workspace_id, email from {table} where id = %s", contact_id)
-    named = {w.id for w in loaded_workspaces(client) if workspace in (w.id, w.name)}
-    return [
-        (str(w), email)
-        for w, email in rows or []
-        if workspace is None or w == workspace or w in named
-    ]
 
 
 class _Erasing:
