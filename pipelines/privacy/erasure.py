@@ -203,10 +203,14 @@ class _Erasing:
         )
 
     def _counted(self, table: str, where: str, arguments: Sequence[Any]) -> None:
+        """Count the workspace's rows of `table` that `where` finds."""
+        scoped = f"workspace_id = %s and ({where})"
+        self._counted_where(table, scoped, [self.workspace, *arguments])
+
+    def _counted_where(self, table: str, where: str, arguments: Sequence[Any]) -> None:
+        """Count the rows of `table` that `where` finds (a condition that names the workspace)."""
         counted = self._execute(
-            f"select count(*) from {self._table(table)} where workspace_id = %s and ({where})",
-            self.workspace,
-            *arguments,
+            f"select count(*) from {self._table(table)} where {where}", *arguments
         )
         self.result.add(table, int(counted[0][0]) if counted else 0)
 
@@ -233,17 +237,10 @@ class _Erasing:
         for nested in sorted(self.existing):
             if nested.startswith(f"{parent}__") and key in self.existing[nested]:
                 found = f"{key} in ({rows})"
-                self._counted_anywhere(nested, found, [self.workspace, *arguments])
+                self._counted_where(nested, found, [self.workspace, *arguments])
                 self._execute(
                     f"delete from {self._table(nested)} where {found}", self.workspace, *arguments
                 )
-
-    def _counted_anywhere(self, table: str, where: str, arguments: Sequence[Any]) -> None:
-        """Count the rows of `table` that `where` finds (which scopes them to the workspace)."""
-        counted = self._execute(
-            f"select count(*) from {self._table(table)} where {where}", *arguments
-        )
-        self.result.add(table, int(counted[0][0]) if counted else 0)
 
     def _clear(self, table: str, where: str, arguments: Sequence[Any]) -> None:
         """Clear what says who the person was (`erased_columns`: also the columns of a person
