@@ -52,9 +52,10 @@ def dom_after_load(page: Path) -> str:
 
 
 @contextmanager
-def offline_page(page: Path) -> Iterator[tuple[Page, list[str]]]:
+def offline_page(page: Path, *, explorer: bool = True) -> Iterator[tuple[Page, list[str]]]:
     """`page` opened in headless Chromium driven by Playwright (Debian's browser, no download),
-    with every request but the file itself refused and listed, once its explorer has drawn."""
+    with every request but the file itself refused and listed, once it loaded and (`explorer`)
+    its explorer has drawn."""
     refused: list[str] = []
 
     def only_the_file(route: Route) -> None:
@@ -73,7 +74,8 @@ def offline_page(page: Path) -> Iterator[tuple[Page, list[str]]]:
             opened = browser.new_page(viewport={"width": 1280, "height": 900})
             opened.route("**/*", only_the_file)
             opened.goto(page.as_uri())
-            opened.wait_for_selector("body[data-explorer=ready]", timeout=60_000)
+            if explorer:
+                opened.wait_for_selector("body[data-explorer=ready]", timeout=60_000)
             yield opened, refused
         finally:
             browser.close()
