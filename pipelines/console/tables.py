@@ -27,11 +27,15 @@ def print_at_most(
 
 
 def print_rows(names: list[str], rows: list[tuple[Any, ...]], output_format: str) -> None:
-    """Rows as a table, as CSV (with a header), or as JSON lines, on stdout."""
+    """Rows as a table, as CSV (with a header), or as JSON lines, on stdout. CSV keeps every
+    value as it is for a program or a file, but a terminal is shown control characters as their
+    escapes (`output.printable`), as in a table: a value cannot move the cursor or recolour the
+    screen. JSON escapes them itself."""
     if output_format == "csv":
+        shown = _csv_value if sys.stdout.isatty() else _as_is
         writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(names)
-        writer.writerows([("" if v is None else v) for v in row] for row in rows)
+        writer.writerow(map(shown, names))
+        writer.writerows([shown("" if v is None else v) for v in row] for row in rows)
     elif output_format == "json":
         for row in rows:
             sys.stdout.write(json.dumps(dict(zip(names, row, strict=True)), default=str) + "\n")
@@ -40,6 +44,14 @@ def print_rows(names: list[str], rows: list[tuple[Any, ...]], output_format: str
         for row in rows:
             table.add_row(*map(for_display, row))
         out.print(table)
+
+
+def _csv_value(value: Any) -> Any:
+    return output.printable(value) if isinstance(value, str) else value
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def for_display(value: Any) -> Any:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +85,57 @@ def test_sql_rounds_fractions_in_a_table_and_keeps_them_whole_in_csv_and_json(
     (document,) = [json.loads(line) for line in run("json").splitlines()]
     assert document["hours"] == hours
     assert document["small"] == 0.000123456
+
+
+# A workspace's name, set by any admin of it: a screen clear, a window title, a bell, a
+# right-to-left override.
+HOSTILE_NAME = "Acme\x1b[2J\x1b]0;pwned\x07 Ltd\u202e"
+
+
+def on_a_terminal(args: list[str], *, cwd: Path, env: dict[str, str]) -> str:
+    """What `signing-etl ARGS` writes to stdout when stdout is a terminal (a pseudo-terminal),
+    with the terminal's line ends read back as `\\n`."""
+    controller, terminal = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=terminal,
+        stderr=subprocess.PIPE,
+    ) as command:
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the command ended and closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        _, errors = command.communicate(timeout=120)
+    os.close(controller)
+    assert command.returncode == 0, errors.decode()
+    return shown.decode().replace("\r\n", "\n")
+
+
+def test_csv_on_a_terminal_shows_control_characters_as_escapes_and_keeps_them_for_programs(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    running.store.workspace = dataclasses.replace(running.store.workspace, name=HOSTILE_NAME)
+    warehouse = tmp_path / "signing.duckdb"
+    env = cli_env(running)
+    assert run_cli(load_args(warehouse), cwd=tmp_path, env=env).returncode == 0
+    args = ["sql", "--duckdb", str(warehouse), "--format", "csv", "select name from raw.workspaces"]
+
+    shown = on_a_terminal(args, cwd=tmp_path, env=env)
+    assert "\x1b" not in shown
+    assert "\x07" not in shown
+    assert "\u202e" not in shown
+    assert shown.splitlines() == ["name", r"Acme\x1b[2J\x1b]0;pwned\x07 Ltd\u202e"]
+
+    piped = run_cli(args, cwd=tmp_path, env=env)  # a program reads the value as it is
+    assert piped.returncode == 0, describe(piped)
+    assert list(csv.reader(io.StringIO(piped.stdout))) == [["name"], [HOSTILE_NAME]]
