@@ -126,6 +126,18 @@ def configured_workspaces() -> list[WorkspaceEntry]:
     return entries
 
 
+def configured_names() -> list[str]:
+    """The names the configuration gives its workspaces, also when an entry is incomplete (so
+    a run that cannot start can still be recorded under them); `default` for the single key,
+    none when nothing names a workspace."""
+    named = list(_configured_entries())
+    if named:
+        return named
+    if _setting("sources.signing.api_key") or _setting("sources.signing.base_url"):
+        return [DEFAULT_NAME]
+    return []
+
+
 def _checked(base_url: str, name: str) -> str:
     """The base URL, or a one-line ConfigError that never repeats a secret part of it."""
     try:

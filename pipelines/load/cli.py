@@ -10,7 +10,12 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from pipelines.configuration import WorkspaceEntry, choose, configured_workspaces
+from pipelines.configuration import (
+    WorkspaceEntry,
+    choose,
+    configured_names,
+    configured_workspaces,
+)
 from pipelines.console import output
 from pipelines.console.commands import fail, warehouse_named
 from pipelines.console.options import (
@@ -29,6 +34,7 @@ from pipelines.console.options import (
 from pipelines.errors import (
     EXPECTED_FAILURES,
     AlreadyRunning,
+    ConfigError,
     WarehouseError,
     WarehousePathError,
     failure_reason,
@@ -109,12 +115,14 @@ def load_command(
                 workspaces_summary(loads, len(entries))
             _build_models_after(warehouse, loads, no_models)
     except AlreadyRunning as busy:
-        _journal_each(warehouse, entries, started, Outcome.STOPPED, str(busy))
+        names = [entry.name for entry in entries]
+        _journal_each(warehouse, names, started, Outcome.STOPPED, str(busy))
         output.warning(f"stopped: {busy}", exit_code=busy.exit_code)
         raise typer.Exit(busy.exit_code) from None
     except WarehouseError as error:  # a place no run can use, or a publish that failed
         if loads and not isinstance(error, WarehousePathError):  # ran, but is not published
-            _journal_each(warehouse, entries, started, Outcome.FAILED, failure_reason(error))
+            names = [entry.name for entry in entries]
+            _journal_each(warehouse, names, started, Outcome.FAILED, failure_reason(error))
         raise fail(failure_reason(error)) from None
     if not several and loads[0].result is None:  # loaded nothing: its line is the end
         _leave(loads[0])
@@ -149,22 +157,23 @@ def _reload_window(
 
 def _journal_each(
     warehouse: Warehouse,
-    entries: list[WorkspaceEntry],
+    names: list[str],
     started: datetime,
     outcome: Outcome,
     reason: str,
 ) -> None:
     """Each workspace's run as it ended for all of them, in the journal beside the warehouse
     (`status` reads it): stopped because another run held the warehouse, or failed because
-    what it loaded could not be published (a full disk)."""
-    for entry in entries:
+    what it loaded could not be published (a full disk), or failed because the configuration
+    names it but no run can start from it."""
+    for name in names:
         with contextlib.suppress(OSError):  # a disk too full even for a line
             journal_run(
                 warehouse,
                 RunRecord(
                     run_id=uuid.uuid4().hex[:12],
                     workspace_id=None,
-                    workspace_name=entry.name,
+                    workspace_name=name,
                     started_at=started,
                     finished_at=datetime.now(UTC),
                     outcome=outcome,
@@ -193,12 +202,28 @@ def _workspaces_to_load(
     try:
         if resources:
             chosen_resources(resources)
-        entries = choose(configured_workspaces(), named)
+        configured = _configured(warehouse)
+        entries = choose(configured, named)
     except EXPECTED_FAILURES as error:
         raise fail(failure_reason(error)) from None
     if not named and len(entries) > 1:
         return in_turns(entries, last_attempts(warehouse))
     return entries
+
+
+def _configured(warehouse: Warehouse) -> list[WorkspaceEntry]:
+    """The configured workspaces. A configuration no run can start from (an entry without its
+    key, a bad base URL) fails the run, and on a warehouse loaded before, each workspace the
+    configuration names gets a failed run with that reason in the journal, so `status` and
+    `--check` say why the scheduled loads stopped instead of waiting for the data to age."""
+    try:
+        return configured_workspaces()
+    except ConfigError as error:
+        names = configured_names()
+        if names and warehouse.loaded_before():
+            now = datetime.now(UTC)
+            _journal_each(warehouse, names, now, Outcome.FAILED, failure_reason(error))
+        raise
 
 
 def _leave(load: WorkspaceLoad) -> NoReturn:

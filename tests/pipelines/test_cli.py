@@ -34,6 +34,9 @@ from tests.support import (
     pointed_at,
     raw_row_counts,
     run_cli,
+    served,
+    status_document,
+    workspaces_env,
 )
 
 # A row of a rich table as printed without a terminal: `│ name │ 1,234 │`.
@@ -387,3 +390,36 @@ def test_missing_destination_credentials_name_the_destination_setting(
 
     line = assert_one_line_failure(result, "DESTINATION__POSTGRES__CREDENTIALS")
     assert "SOURCES__SIGNING__API_KEY" not in line, line
+
+
+@pytest.mark.slow
+def test_a_configuration_no_run_can_start_from_is_a_failed_run_in_status_and_fails_the_check(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """A nightly load whose configuration broke (here a `deletes` no load knows) fails in one
+    line before any request; `status` says so at once, not a day later when the data ages."""
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    good = workspaces_env(running, {"acme": running.api_key})
+    warehouse = tmp_path / "signing.duckdb"
+    loaded = run_cli(load_args(warehouse), cwd=tmp_path, env=good)
+    assert loaded.returncode == 0, describe(loaded)
+    check = ["status", "--duckdb", str(warehouse), "--check"]
+    assert run_cli(check, cwd=tmp_path, env=good).returncode == 0
+    requests = served(running)
+
+    broken = {**good, "SOURCES__SIGNING__WORKSPACES__ACME__DELETES": "sometimes"}
+    refused = run_cli(load_args(warehouse), cwd=tmp_path, env=broken)
+    assert refused.returncode == 1, describe(refused)
+    (reason,) = error_lines(refused.stderr)
+    assert "sometimes" in reason, describe(refused)
+    assert served(running) == requests  # refused before any request
+
+    for env in (good, broken):  # status reads the warehouse, whatever the configuration says
+        checked = run_cli(check, cwd=tmp_path, env=env)
+        assert checked.returncode == 1, describe(checked)
+        assert [line for line in error_lines(checked.stderr) if "acme" in line], describe(checked)
+    (workspace,) = status_document(warehouse, cwd=tmp_path, env=good)["workspaces"]
+    assert workspace["workspace"] == "acme"
+    assert workspace["last_run"]["outcome"] == "failed"
+    assert "sometimes" in workspace["last_run"]["reason"]
+    assert workspace["last_success"]["outcome"] == "completed"
