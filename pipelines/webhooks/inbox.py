@@ -4,8 +4,9 @@ and is a load's while it runs.
 
 It holds, per configured workspace (the receiver's path):
 
-- `deliveries`: each accepted delivery once (its id is the key), with what it names (the
-  shipment or contact), never its body, signature or secret; `done_at` once a drain's load of it
+- `deliveries`: each accepted delivery once (its id is the key, and a digest of what the
+  service signed is unique too), with what it names (the shipment or contact), never its body,
+  signature or secret; `done_at` once a drain's load of it
   committed;
 - `counts`: deliveries accepted, duplicated and rejected, by reason;
 - `drained`: a digest of each record a drain loaded (per workspace id), so the next poll can
@@ -105,8 +106,9 @@ class Inbox:
     # ------------------------------------------------------------------ the receiver
 
     def accept(self, delivery: Delivery) -> bool:
-        """Keep a verified delivery, on disk before this returns; False when its id was
-        accepted before (counted as a duplicate, kept once)."""
+        """Keep a verified delivery, on disk before this returns; False when its id, or what
+        the service signed (a replay under a new id), was accepted before (counted as a
+        duplicate, kept once)."""
         columns = sorted(DELIVERY_FIELDS)
         values = [getattr(delivery, name) for name in columns]
         with self._transaction() as db:

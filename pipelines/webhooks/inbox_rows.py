@@ -22,6 +22,7 @@ create table if not exists deliveries (
     done_at text,
     load_id text,
     set_aside text,
+    signed text,
     primary key (workspace, delivery_id)
 );
 create index if not exists deliveries_waiting on deliveries (workspace, done_at, received_at);
@@ -69,6 +70,9 @@ class Delivery:
     occurred_at: str | None = None  # the event's time, as the payload says
     sent_at: str | None = None  # X-Service-Timestamp
     received_at: str = field(default_factory=lambda: stamp(now_utc()))
+    # A digest of what the service signed (the timestamp and the body): the same signed
+    # delivery sent again under another id (the id is not signed) is a replay, kept once.
+    signed: str | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Delivery:
@@ -86,6 +90,7 @@ DELIVERY_FIELDS = {
     "occurred_at",
     "sent_at",
     "received_at",
+    "signed",
 }
 
 
@@ -126,7 +131,7 @@ class InboxStatus:
 
 
 # Columns added since the inbox's first version: a file an earlier version made gains them.
-ADDED_COLUMNS = {"deliveries": {"set_aside": "text"}}
+ADDED_COLUMNS = {"deliveries": {"set_aside": "text", "signed": "text"}}
 
 
 def upgrade(db: sqlite3.Connection) -> None:
@@ -136,3 +141,7 @@ def upgrade(db: sqlite3.Connection) -> None:
         for name, kind in columns.items():
             if name not in held:
                 db.execute(f"alter table {table} add column {name} {kind}")
+    # One row per signed content and workspace: a replay under a new id is a duplicate.
+    db.execute(
+        "create unique index if not exists deliveries_signed on deliveries (workspace, signed)"
+    )

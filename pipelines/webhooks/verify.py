@@ -83,7 +83,8 @@ def judge(headers: Mapping[str, str], body: bytes, expected: Expected) -> Delive
     delivery_id = headers.get("x-service-delivery", "")
     if not _TOKEN.fullmatch(delivery_id):
         raise Refusal("bad_delivery_id")
-    return _delivery(expected, delivery_id, timestamp, _payload(body))
+    signed = hashlib.sha256(timestamp.encode() + b"." + body).hexdigest()
+    return _delivery(expected, delivery_id, timestamp, _payload(body), signed)
 
 
 def check_signature(timestamp: str, body: bytes, header: str, secrets: Sequence[str]) -> None:
@@ -117,7 +118,7 @@ def _payload(body: bytes) -> dict[str, Any]:
 
 
 def _delivery(
-    expected: Expected, delivery_id: str, timestamp: str, payload: dict[str, Any]
+    expected: Expected, delivery_id: str, timestamp: str, payload: dict[str, Any], signed: str
 ) -> Delivery:
     """What the inbox keeps of a verified payload: who, what, which record, when."""
     if _id(payload.get("workspace_id")) != expected.workspace_id:
@@ -144,6 +145,7 @@ def _delivery(
         recipient_id=_id(recipient.get("id")) if isinstance(recipient, dict) else None,
         occurred_at=_time(payload.get("occurred_at")),
         sent_at=stamp(datetime.fromtimestamp(int(timestamp), UTC)),
+        signed=signed,
     )
 
 

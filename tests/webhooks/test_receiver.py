@@ -106,6 +106,30 @@ def test_a_delivery_id_accepted_before_is_answered_200_and_kept_once(served: Ser
     assert after["duplicated"] - before["duplicated"] == 2
 
 
+def test_a_signed_delivery_replayed_under_another_id_is_kept_once(served: Served) -> None:
+    """The delivery id is not signed: whoever captured a delivery could send it again under
+    new ids within the timestamp's tolerance. What the service signed is kept once."""
+    sent_at = int(time.time())
+    payload = shipment_sent("shp_replayed")
+    before = served.counts()
+    for replay in range(3):
+        answer = delivery(
+            served.url, SECRET, payload, delivery_id=f"dlv_replay_{replay}", timestamp=sent_at
+        )
+        assert answer.status_code == 200, answer.text
+    kept = [d for d in served.kept() if d.startswith("dlv_replay_")]
+    assert kept == ["dlv_replay_0"]
+    after = served.counts()
+    assert after["accepted"] - before["accepted"] == 1
+    assert after["duplicated"] - before["duplicated"] == 2
+    # The same event signed anew (another second) is another delivery: kept.
+    again = delivery(
+        served.url, SECRET, payload, delivery_id="dlv_replay_new", timestamp=sent_at - 1
+    )
+    assert again.status_code == 200, again.text
+    assert "dlv_replay_new" in served.kept()
+
+
 def _body_changed(payload: dict[str, Any]) -> dict[str, Any]:
     return {"body": orjson.dumps({**payload, "tampered": True})}
 
