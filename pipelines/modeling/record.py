@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -98,6 +99,24 @@ def record_build(warehouse: Warehouse, build: ModelBuild, *, held: bool = True) 
         written = True
     if not written or not build.success:
         warehouse.journal(BUILDS_JOURNAL, build.to_row())
+
+
+# Why the marts are missing after a privacy change or an erasure dropped them, until a build.
+MARTS_DROPPED = (
+    "the marts were dropped with the rows they copied (a privacy policy change or an erasure); "
+    "the next model build makes them again (signing-etl models)"
+)
+
+
+def record_marts_dropped(client: Any) -> None:
+    """Record, in the transaction of `client` that dropped the marts, that they are gone: a
+    build that did not succeed, so `status` and `--check` say the marts lag until a build
+    makes them again, whichever path dropped them and whether or not it built after."""
+    now = datetime.now(UTC)
+    build = ModelBuild(uuid.uuid4().hex[:12], now, now, False, first_error=MARTS_DROPPED)
+    table = ensure_table(client, BUILDS_TABLE, BUILD_COLUMNS)
+    row = build.to_row()
+    insert_rows(client, table.name, list(row), [list(row.values())])
 
 
 @contextlib.contextmanager

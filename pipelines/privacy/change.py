@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from pipelines.modeling.record import record_marts_dropped
 from pipelines.privacy.held_back import NestedRows, empty_nested, held_back_in
 from pipelines.privacy.snapshots import rewrite_versions
 from pipelines.raw.privacy_gate import PrivacyRefused, erasures_in_force
@@ -141,9 +142,13 @@ class PrivacyPlan:
 def drop_derived_copies(client: Any) -> None:
     """Delete the copies of raw rows made under an earlier policy or before an erasure: the
     rows dlt's merges leave in its staging datasets (`raw_staging`, and each workspace's of a
-    shared database), and the marts (the models build them again)."""
-    for mart in sorted(tables_in(client, "marts")):
+    shared database), and the marts (the models build them again; until then the builds'
+    record says they are gone)."""
+    marts = sorted(tables_in(client, "marts"))
+    for mart in marts:
         client.execute_sql(f"drop table if exists marts.{_quoted(client, mart)}")
+    if marts:
+        record_marts_dropped(client)
     for schema in staging_datasets(client, client.dataset_name):
         for table in sorted(tables_in(client, schema)):
             if not table.startswith("_dlt"):  # dlt's own record of the staging schema stays

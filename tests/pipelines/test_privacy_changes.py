@@ -362,3 +362,28 @@ def test_forget_clears_one_person_everywhere_and_no_later_load_brings_them_back(
     assert rows(warehouse, "select count(*) from raw.contacts where id = ?", contact.id) == [(0,)]
     recipients = sum(len(s.recipients) for s in slots_of(store))
     assert rows(warehouse, "select count(*) from raw.shipments__recipients") == [(recipients,)]
+
+
+def test_marts_dropped_by_forget_without_a_build_fail_the_check_until_one(
+    running: RunningSandbox, tmp_path: Path
+) -> None:
+    """`forget --no-models` drops the marts with the person's rows; until a build makes them
+    again, `status --check` says the marts lag, so no analyst finds them gone unannounced."""
+    warehouse = loaded(running, tmp_path, **KEEP_WITH_KEY)
+    check = ("status", "--duckdb", str(warehouse), "--check")
+    assert cli(running, tmp_path, *check, **KEEP_WITH_KEY).returncode == 0
+    contact, _ = person_to_forget(running.store)
+    forget = ("forget", "--email", contact.email, "--duckdb", str(warehouse), "--no-models")
+    forgot = cli(running, tmp_path, *forget, **KEEP_WITH_KEY)
+    assert forgot.returncode == 0, describe(forgot)
+    assert rows(warehouse, "select count(*) from duckdb_tables() where schema_name = 'marts'") == [
+        (0,)
+    ]
+
+    lagging = cli(running, tmp_path, *check, **KEEP_WITH_KEY)
+    assert lagging.returncode == 1, describe(lagging)
+    assert [line for line in error_lines(lagging.stderr) if "marts were dropped" in line]
+
+    built = cli(running, tmp_path, "models", "--duckdb", str(warehouse), **KEEP_WITH_KEY)
+    assert built.returncode == 0, describe(built)
+    assert cli(running, tmp_path, *check, **KEEP_WITH_KEY).returncode == 0
