@@ -6,9 +6,8 @@ It holds, per configured workspace (the receiver's path):
 
 - `deliveries`: each accepted delivery once (its id is the key, and a digest of what the
   service signed is unique too), with what it names (the shipment or contact), never its body,
-  signature or secret; `done_at` once a drain's load of it
-  committed;
-- `counts`: deliveries accepted, duplicated and rejected, by reason;
+  signature or secret; `done_at` once a drain's load of it committed (kept `KEPT_DAYS` more);
+- `counts`: deliveries accepted, duplicated and rejected (by reason), and loaded;
 - `drained`: a digest of each record a drain loaded (per workspace id), so the next poll can
   tell the changes the webhooks brought from those they missed;
 - `drains`: what each drain did.
@@ -43,7 +42,8 @@ __all__ = ["Delivery", "DrainRecord", "Inbox", "InboxStatus"]
 
 FILE_NAME = "inbox.sqlite"
 REFUSALS_WRITTEN_EVERY = 2.0  # seconds a refusal may wait in memory before its count is written
-ACCEPTED, DUPLICATED, REJECTED = "accepted", "duplicated", "rejected"
+ACCEPTED, DUPLICATED, REJECTED, LOADED = "accepted", "duplicated", "rejected", "loaded"
+KEPT_DAYS = 7  # how long the drains' records, and the deliveries they loaded, are kept
 
 
 class Inbox:
@@ -186,12 +186,17 @@ class Inbox:
     def mark_done(self, deliveries: Iterable[Delivery], load_id: str | None) -> None:
         """These deliveries are loaded: their load committed."""
         done = stamp(now_utc())
+        loaded: Counter[str] = Counter()
         with self._transaction() as db:
-            db.executemany(
-                "update deliveries set done_at = ?, load_id = ? "
-                "where workspace = ? and delivery_id = ?",
-                [(done, load_id, d.workspace, d.delivery_id) for d in deliveries],
-            )
+            for d in deliveries:
+                loaded[d.workspace] += db.execute(
+                    "update deliveries set done_at = ?, load_id = ? "
+                    "where workspace = ? and delivery_id = ? and done_at is null",
+                    (done, load_id, d.workspace, d.delivery_id),
+                ).rowcount
+            for workspace, count in loaded.items():
+                if count:  # counted, as the rows go after KEPT_DAYS
+                    _count(db, workspace, LOADED, "", count)
 
     def set_aside(self, deliveries: Iterable[tuple[Delivery, str]]) -> None:
         """Deliveries whose record the service would not serve (each with the reason): no
@@ -224,10 +229,17 @@ class Inbox:
                     record.reason,
                 ),
             )
-            # The drains of the last days are enough to say how the receiver is doing.
+            # The drains of the last days are enough to say how the receiver is doing; a
+            # delivery loaded days ago is needed no more (a resend of it is stale, refused on
+            # its timestamp), so the inbox does not grow with every delivery ever received.
+            kept_from = _days_before(record.started_at, KEPT_DAYS)
             db.execute(
                 "delete from drains where workspace = ? and started_at < ?",
-                (record.workspace, _days_before(record.started_at, 7)),
+                (record.workspace, kept_from),
+            )
+            db.execute(
+                "delete from deliveries where workspace = ? and done_at < ?",
+                (record.workspace, kept_from),
             )
 
     # ------------------------------------------------------------------ the polls
@@ -269,7 +281,6 @@ class Inbox:
             waiting = self._db.execute(
                 "select workspace, count(*) filter (where done_at is null and set_aside is null), "
                 "min(received_at) filter (where done_at is null and set_aside is null), "
-                "count(*) filter (where done_at is not null), "
                 "count(*) filter (where done_at is null and set_aside is not null), "
                 "max(set_aside) filter (where done_at is null) "
                 "from deliveries group by workspace"
@@ -284,11 +295,13 @@ class Inbox:
                 status.rejected[reason] = count
             elif outcome == ACCEPTED:
                 status.accepted = count
+            elif outcome == LOADED:
+                status.loaded = count
             else:
                 status.duplicated = count
-        for workspace, count, oldest, loaded, set_aside, reason in waiting:
+        for workspace, count, oldest, set_aside, reason in waiting:
             status = found.setdefault(workspace, InboxStatus(workspace))
-            status.waiting, status.oldest_waiting, status.loaded = count, oldest, loaded
+            status.waiting, status.oldest_waiting = count, oldest
             status.set_aside, status.set_aside_reason = set_aside, reason
         for row in drains:
             found.setdefault(
