@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from pipelines.raw.schema_changes import SchemaChanges, held_back_line
 from pipelines.status.health import DEFAULT_MAX_AGE, Health, duration, healths
 from pipelines.status.read import RECENT_RUNS, Status, WorkspaceStatus
 from pipelines.webhooks.display import webhooks_line
+from pipelines.webhooks.inbox import InboxStatus
 from sources.signing import EVENTS_LIMIT
 
 out = output.stdout_console(lines=False)  # one line per print
@@ -50,6 +52,9 @@ def print_status(found: Status, warehouse: Path, now: datetime | None = None) ->
         if reconciled is not None:
             whose = f"{workspace.label}: last" if len(workspaces) > 1 else "Last"
             out.print(f"{whose} load: {webhooks_line(*reconciled)}")
+        if workspace.receiver is not None:
+            whose = f"{workspace.label}: webhook" if len(workspaces) > 1 else "Webhook"
+            out.print(output.printable(f"{whose} receiver: {receiver_line(workspace.receiver)}"))
     _print_schema_changes(workspaces)
     _print_privacy(found)
 
@@ -268,6 +273,7 @@ def _workspace_document(workspace: WorkspaceStatus, now: datetime) -> dict[str, 
             for name, check in workspace.deletion_checks.items()
         },
         "webhooks": _webhooks_document(workspace.webhooks_reconciled),
+        "receiver": _receiver_document(workspace.receiver),
         "privacy_policy": workspace.privacy.describe() if workspace.privacy else None,
         "schema_changes": _schema_changes_document(workspace.last_schema_change),
     }
@@ -302,6 +308,35 @@ def _models_document(build: ModelBuild | None) -> dict[str, Any] | None:
         "errored": build.errored,
         "warned": build.warned,
         "first_error": build.first_error,
+    }
+
+
+def receiver_line(receiver: InboxStatus) -> str:
+    """The webhook receiver's last drain of a workspace (why, when it did not complete) and
+    the deliveries waiting, in one line."""
+    drained = receiver.last_drain
+    if drained is None:
+        last = "no drain yet"
+    else:
+        last = (
+            f"last drain {drained.outcome} ({drained.finished_at[:19]}Z, "
+            f"{drained.deliveries:,} deliveries loaded)"
+        )
+        if drained.reason and drained.outcome != "completed":
+            last += f": {drained.reason}"
+    return f"{last}; {receiver.waiting:,} deliveries waiting"
+
+
+def _receiver_document(receiver: InboxStatus | None) -> dict[str, Any] | None:
+    """The receiver's side (None: no receiver ever kept a delivery for the workspace)."""
+    if receiver is None:
+        return None
+    return {
+        "last_drain": asdict(receiver.last_drain) if receiver.last_drain else None,
+        "waiting": receiver.waiting,
+        "oldest_waiting": receiver.oldest_waiting,
+        "set_aside": receiver.set_aside,
+        "loaded": receiver.loaded,
     }
 
 

@@ -6,11 +6,13 @@ read-only reader (any destination), never writing."""
 from __future__ import annotations
 
 import re
+import sqlite3
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pipelines.errors import WebhooksError
 from pipelines.modeling.record import ModelBuild, journaled_builds, last_build
 from pipelines.outcome import Outcome
 from pipelines.raw.deletions import deleted_rows
@@ -25,6 +27,7 @@ from pipelines.raw.run_records import (
     read_runs,
 )
 from pipelines.warehouse import SqlClient, Warehouse, columns_by_table, loaded_workspaces
+from pipelines.webhooks.inbox import Inbox, InboxStatus
 from sources.signing import (
     EVENTS_LIMIT,
     SOURCE_TABLES,
@@ -57,6 +60,8 @@ class WorkspaceStatus:
     # and the records the warehouse holds marked deleted.
     deletion_checks: dict[str, FullCheck] = field(default_factory=dict)
     deleted_rows: dict[str, int] = field(default_factory=dict)
+    # The webhook receiver's inbox for it (its last drain, what waits); None: no receiver.
+    receiver: InboxStatus | None = None
 
     @property
     def configured_as(self) -> str | None:
@@ -222,7 +227,26 @@ def read_status(warehouse: Warehouse | Path) -> Status:
     with place.reader() as client:
         found = _status_through(client, place.path, journaled_runs(place), journaled_builds(place))
     found.running = RunningLoad.parse(held) if held else None
+    _attach_receivers(place, found.workspaces)
     return found
+
+
+def _attach_receivers(warehouse: Warehouse, workspaces: list[WorkspaceStatus]) -> None:
+    """Each workspace's part of the webhook receiver's inbox, by its configured name (the
+    receiver's path): the drains' outcomes are kept there, beside the warehouse. An inbox
+    that cannot be read leaves `status` as it is (`webhooks status` names the problem)."""
+    try:
+        inbox = Inbox.existing(warehouse.webhooks_dir_of_record())
+        if inbox is None:
+            return
+        try:
+            by_name = inbox.status()
+        finally:
+            inbox.close()
+    except (WebhooksError, sqlite3.Error):
+        return
+    for workspace in workspaces:
+        workspace.receiver = by_name.get(workspace.configured_as or "")
 
 
 def recorded_runs(warehouse: Warehouse) -> list[RunRecord]:

@@ -24,13 +24,17 @@ from tests.support import (
     FAST,
     SandboxFactory,
     admin,
+    cli_env,
     client_for,
+    describe,
     differences,
     duplicate_keys,
     fast,
     new_key,
     pointed_at,
+    run_cli,
     served,
+    status_document,
 )
 
 pytestmark = pytest.mark.slow  # loads and drains into a warehouse
@@ -146,6 +150,39 @@ def test_deliveries_wait_when_the_key_is_refused(loaded: tuple[RunningSandbox, P
     assert "\n" not in str(result.reason)
     assert inbox.waiting("default", 100) == waiting
     assert differences(path, running.store)  # nothing of theirs loaded
+
+
+def test_status_shows_the_receivers_last_drain_and_what_waits(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """A drain's outcome is kept in the receiver's inbox; `signing-etl status` reads it there,
+    so an operator sees drains failing (and deliveries piling up) where they see loads."""
+    running = make_sandbox(limits_enabled=False, shipments=20)
+    path = tmp_path / "signing.duckdb"
+    warehouse = Warehouse.at(path)
+    env = cli_env(running)
+    loaded = run_cli(["load", "--duckdb", str(path), "--no-models"], cwd=tmp_path, env=env)
+    assert loaded.returncode == 0, describe(loaded)
+    assert status_document(path, cwd=path.parent, env=env)["workspaces"][0]["receiver"] is None
+    inbox = Inbox.open(warehouse.webhooks_dir)
+    waiting = deliveries(running, *new_records(running))
+    for each in waiting:
+        inbox.accept(each)
+    revoked = _revoked_key(running)
+    result = drain_workspace(warehouse, entry(running, revoked), inbox, control=RunControl())
+    inbox.close()
+    assert result.outcome == "failed"
+
+    (workspace,) = status_document(path, cwd=path.parent, env=env)["workspaces"]
+    receiver = workspace["receiver"]
+    assert receiver["last_drain"]["outcome"] == "failed"
+    assert receiver["last_drain"]["reason"] == result.reason
+    assert receiver["waiting"] == len(waiting)
+    shown = run_cli(["status", "--duckdb", str(path)], cwd=path.parent, env=env)
+    assert shown.returncode == 0, describe(shown)
+    (line,) = [line for line in shown.stdout.splitlines() if line.startswith("Webhook receiver:")]
+    assert "last drain failed" in line, line
+    assert f"{len(waiting)} deliveries waiting" in line, line
 
 
 def _revoked_key(running: RunningSandbox) -> str:
