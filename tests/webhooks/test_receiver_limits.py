@@ -44,17 +44,18 @@ class Served:
         return int(found.get("default", {}).get("rejected", {}).get(reason, 0))
 
     def accepts(self, delivery_id: str) -> None:
-        answer = delivery(self.url, SECRET, _sent(), delivery_id=delivery_id)
+        # Its own shipment: the same signed content under another id is a replay (a duplicate).
+        answer = delivery(self.url, SECRET, _sent(f"shp_{delivery_id}"), delivery_id=delivery_id)
         assert answer.status_code == 200, answer.text
         assert answer.json() == {"accepted": True, "duplicate": False}
 
 
-def _sent() -> dict[str, object]:
+def _sent(shipment_id: str = "shp_limits") -> dict[str, object]:
     return {
         "event": "shipment.sent",
         "workspace_id": WORKSPACE_ID,
         "occurred_at": "2026-03-01T10:00:00.000Z",
-        "shipment": {"id": "shp_limits", "status": "sent"},
+        "shipment": {"id": shipment_id, "status": "sent"},
     }
 
 
