@@ -105,6 +105,7 @@ EXPORTED: dict[str, list[str]] = {
         "load_step",
         "loaded_workspaces",
         "lock_for_transaction",
+        "retried",
         "staging_dataset",
         "staging_datasets",
         "tables_in",

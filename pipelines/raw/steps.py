@@ -16,7 +16,13 @@ from dlt.common.pipeline import ExtractInfo, LoadInfo
 
 from pipelines.raw.privacy_gate import admit
 from pipelines.raw.schema_changes import SchemaChanges, catalog, find_changes
-from pipelines.warehouse import LoadFileFormat, confirm_run_locks, ensure_datasets, load_step
+from pipelines.warehouse import (
+    LoadFileFormat,
+    confirm_run_locks,
+    ensure_datasets,
+    load_step,
+    retried,
+)
 from sources.signing import RunStats, SyncContext
 
 
@@ -69,7 +75,9 @@ class LoadSteps:
         stats.enter("loading")
         with load_step(pipeline.destination.destination_name, pipeline.dataset_name):
             confirm_run_locks()  # the workspace's lock still held: nobody else writes it now
-            info: LoadInfo = self._timed("load", pipeline.load)
+            # dlt's step makes the tables it lacks: another host's may make them at the same
+            # moment, and the step, run again, finds them made (`retried`).
+            info: LoadInfo = self._timed("load", retried, "the load step", pipeline.load)
             confirm_run_locks()  # and still after dlt's step, which is not asked inside
         stats.enter("recording")
         with pipeline.sql_client() as client:

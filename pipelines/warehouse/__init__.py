@@ -36,7 +36,7 @@ from ._catalog import (
     loaded_workspaces,
     tables_in,
 )
-from ._conflicts import transaction
+from ._conflicts import retried, transaction
 from ._ddl import (
     catalog_changes,
     ensure_datasets,
@@ -80,6 +80,7 @@ __all__ = [
     "load_step",
     "loaded_workspaces",
     "lock_for_transaction",
+    "retried",
     "staging_dataset",
     "staging_datasets",
     "tables_in",

@@ -1,6 +1,7 @@
 """Our own statements against transaction conflicts: a transaction of ours (a privacy plan,
-deletion marks, a run record, an erasure, a catalog change) that the database ends with a
-serialization failure, a deadlock or a lock not available is run again from its start, a few
+deletion marks, a run record, an erasure, a catalog change, dlt's load step) that the database
+ends with a serialization failure, a deadlock, a lock not available or a catalog race (a table
+another run made at the same moment) is run again from its start, a few
 times with a growing pause, and each retry is logged; several workers writing one database
 meet these now and then (a merge of another workspace widening a table ours reads, say).
 
@@ -26,6 +27,14 @@ CONFLICTS = {
     "40P01": "a deadlock",
     "55P03": "a lock not available",
 }
+# Two sessions making the same catalog object at once: PostgreSQL checks its catalog's unique
+# indexes, not `if not exists`, so the second `create table` (dlt's, in a load step of another
+# host) fails; run again, it finds the table made.
+CATALOG_RACES = {
+    "42P07": "a table made at once by another run",
+    "42P06": "a schema made at once by another run",
+}
+CATALOG_INDEXES = ("pg_type_typname_nsp_index", "pg_namespace_nspname_index")
 ATTEMPTS = 5
 FIRST_PAUSE_SECONDS = 0.2
 LOGGER = logging.getLogger("signing_etl")
@@ -48,6 +57,10 @@ def conflict_of(error: BaseException) -> str | None:
         code = getattr(found, "pgcode", None) or getattr(found, "sqlstate", None)
         if isinstance(code, str) and code in CONFLICTS:
             return CONFLICTS[code]
+        if isinstance(code, str) and code in CATALOG_RACES:
+            return CATALOG_RACES[code]
+        if code == "23505" and any(index in str(found) for index in CATALOG_INDEXES):
+            return "a catalog entry made at once by another run"
         if type(found).__name__ == "TransactionException":  # DuckDB's write-write conflict
             return "a write-write conflict"
         wrapped = getattr(found, "dbapi_exception", None)
