@@ -16,7 +16,7 @@ from pipelines.errors import AlreadyRunning
 from pipelines.load.run import load_incremental
 from pipelines.status.read import read_status
 from pipelines.warehouse import Warehouse
-from pipelines.webhooks.drain import HOLD, drain_workspace
+from pipelines.webhooks.drain import HOLD, DrainResult, drain_workspace
 from pipelines.webhooks.inbox import Delivery, Inbox
 from sandbox import RunningSandbox
 from sources.signing import RunControl
@@ -138,13 +138,7 @@ def test_deliveries_wait_while_a_load_holds_the_warehouse(
 
 def test_deliveries_wait_when_the_key_is_refused(loaded: tuple[RunningSandbox, Path]) -> None:
     running, path = loaded
-    warehouse = Warehouse.at(path)
-    inbox = Inbox.open(warehouse.webhooks_dir)
-    waiting = deliveries(running, *new_records(running))
-    for each in waiting:
-        inbox.accept(each)
-    revoked = _revoked_key(running)
-    result = drain_workspace(warehouse, entry(running, revoked), inbox, control=RunControl())
+    inbox, waiting, result = failed_drain(running, Warehouse.at(path))
     assert result.outcome == "failed"
     assert "401" in str(result.reason)
     assert "\n" not in str(result.reason)
@@ -164,12 +158,7 @@ def test_status_shows_the_receivers_last_drain_and_what_waits(
     loaded = run_cli(["load", "--duckdb", str(path), "--no-models"], cwd=tmp_path, env=env)
     assert loaded.returncode == 0, describe(loaded)
     assert status_document(path, cwd=path.parent, env=env)["workspaces"][0]["receiver"] is None
-    inbox = Inbox.open(warehouse.webhooks_dir)
-    waiting = deliveries(running, *new_records(running))
-    for each in waiting:
-        inbox.accept(each)
-    revoked = _revoked_key(running)
-    result = drain_workspace(warehouse, entry(running, revoked), inbox, control=RunControl())
+    inbox, waiting, result = failed_drain(running, warehouse)
     inbox.close()
     assert result.outcome == "failed"
 
@@ -183,6 +172,19 @@ def test_status_shows_the_receivers_last_drain_and_what_waits(
     (line,) = [line for line in shown.stdout.splitlines() if line.startswith("Webhook receiver:")]
     assert "last drain failed" in line, line
     assert f"{len(waiting)} deliveries waiting" in line, line
+
+
+def failed_drain(
+    running: RunningSandbox, warehouse: Warehouse
+) -> tuple[Inbox, list[Delivery], DrainResult]:
+    """Deliveries naming new records, drained with a revoked key: a drain that failed."""
+    inbox = Inbox.open(warehouse.webhooks_dir)
+    waiting = deliveries(running, *new_records(running))
+    for each in waiting:
+        inbox.accept(each)
+    revoked = _revoked_key(running)
+    result = drain_workspace(warehouse, entry(running, revoked), inbox, control=RunControl())
+    return inbox, waiting, result
 
 
 def _revoked_key(running: RunningSandbox) -> str:
