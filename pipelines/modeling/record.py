@@ -89,13 +89,7 @@ def record_build(warehouse: Warehouse, build: ModelBuild, *, held: bool = True) 
         return
     written = False
     with contextlib.suppress(Exception), _held_client(warehouse, held) as client:
-        table = ensure_table(client, BUILDS_TABLE, BUILD_COLUMNS)
-        row = build.to_row()
-        transaction(
-            client,
-            "recording the model build",
-            lambda: insert_rows(client, table.name, list(row), [list(row.values())]),
-        )
+        transaction(client, "recording the model build", lambda: _insert_build(client, build))
         written = True
     if not written or not build.success:
         warehouse.journal(BUILDS_JOURNAL, build.to_row())
@@ -113,7 +107,14 @@ def record_marts_dropped(client: Any) -> None:
     build that did not succeed, so `status` and `--check` say the marts lag until a build
     makes them again, whichever path dropped them and whether or not it built after."""
     now = datetime.now(UTC)
-    build = ModelBuild(uuid.uuid4().hex[:12], now, now, False, first_error=MARTS_DROPPED)
+    _insert_build(
+        client, ModelBuild(uuid.uuid4().hex[:12], now, now, False, first_error=MARTS_DROPPED)
+    )
+
+
+def _insert_build(client: Any, build: ModelBuild) -> None:
+    """`build` as one row of the builds' table (made or widened first), in the caller's
+    transaction."""
     table = ensure_table(client, BUILDS_TABLE, BUILD_COLUMNS)
     row = build.to_row()
     insert_rows(client, table.name, list(row), [list(row.values())])
