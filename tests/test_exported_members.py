@@ -84,6 +84,7 @@ EXPORTED: dict[str, list[str]] = {
         "signature",
     ],
     "pipelines.warehouse": [
+        "BRIEF_HOLD_WAIT_SECONDS",
         "DATASET",
         "DEFAULT_DESTINATION",
         "DEFAULT_WAREHOUSE",

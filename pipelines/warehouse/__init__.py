@@ -46,6 +46,7 @@ from ._ddl import (
     staging_datasets,
 )
 from ._homes import record_home, recorded_home
+from ._lock import BRIEF_HOLD_WAIT_SECONDS
 from ._locks import DATASET, LockPlace, load_step
 from ._models import WAREHOUSE_VARIABLE, DbtTarget, ModelsPlace
 from ._postgres import POSTGRES, read_only_statement
@@ -59,6 +60,7 @@ PARQUET_FROM_RECORDS = _duckdb.PARQUET_FROM_RECORDS
 LoadFileFormat = _duckdb.LoadFileFormat
 
 __all__ = [
+    "BRIEF_HOLD_WAIT_SECONDS",
     "DATASET",
     "DEFAULT_DESTINATION",
     "DEFAULT_WAREHOUSE",

@@ -20,6 +20,12 @@ wait.
 A drain holds the warehouse as a load does (`Warehouse.writer`), as a brief hold: a scheduled
 load that finds it waits for it to end, and a drain that finds a load running says it is busy
 and is tried again later. Between drains nothing holds the DuckDB file, so analysts' reads work.
+Brief it stays: a drain reads records for at most `HOLD_SECONDS` (half of what a load waits for
+it), then loads what it read and marks done the deliveries whose records it read whole; the
+rest wait for the next drain, which the receiver starts soon after (`DrainResult.more_waiting`),
+so a backlog read at a slow key's pace lets a scheduled load in between. How many deliveries a
+drain takes follows the pace (`DrainSizes`): what the key reads in a hold at first, halved
+after a hold spent, so that a drain always reads some records whole.
 
 With `marts`, the receiver's drains are followed by a refresh of the marts (`refresh_marts`),
 under a brief hold of its own: each drain publishes raw first (a delivery marked done is in the
@@ -30,6 +36,7 @@ are loaded, the next build catches up), never a failed drain.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +53,7 @@ from pipelines.outcome import Outcome
 from pipelines.raw.pipeline import make_pipeline
 from pipelines.raw.run_records import record_incomplete_shipments
 from pipelines.raw.steps import LoadSteps
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import BRIEF_HOLD_WAIT_SECONDS, Warehouse
 from pipelines.webhooks.inbox import Delivery, DrainRecord, Inbox
 from pipelines.webhooks.ledger import RECORD_TABLES, RowDigests
 from pipelines.webhooks.secrets_file import now_utc, stamp
@@ -55,16 +62,57 @@ from sources.signing import (
     Interrupted,
     Pacing,
     RunControl,
+    RunStopped,
     SigningConfiguration,
     connect,
     incomplete_shipments,
 )
 from sources.signing.records import records_source
-from sources.signing.settings import BY_ID_RESOURCES
+from sources.signing.settings import BY_ID_RESOURCES, REQUESTS_PER_SECOND
 
 BATCH = 5_000  # deliveries one drain of one workspace takes at most
 HOLD = "webhook drain"  # how a drain names its brief hold of the warehouse
 BUSY = "busy"  # the outcome of a drain that found a load running
+# How long a drain reads records under its hold at most: half of what a load waits for it.
+HOLD_SECONDS = BRIEF_HOLD_WAIT_SECONDS / 2
+
+
+# Requests one named record costs at most in a drain: a shipment, its audit trail, its fields.
+REQUESTS_PER_RECORD = 3
+
+
+class HoldSpent(RunStopped):
+    """The drain read records for as long as it may hold the warehouse: what it read is
+    loaded, the deliveries of records it did not read whole wait for the next drain."""
+
+
+class DrainSizes:
+    """How many deliveries the next drain of each workspace takes. At first what the pace reads
+    in a hold (`first`, if given); halved after a drain whose hold was spent (a key slower than
+    its settings, a per-minute limit), since records are read breadth first and a batch too
+    large for the hold reads none whole; doubled after a full batch read in time, up to
+    `BATCH`. One is kept by the receiver for as long as it runs."""
+
+    def __init__(self, first: int | None = None) -> None:
+        self._first = first
+        self._sizes: dict[str, int] = {}
+
+    def size(self, workspace: str, pacing: Pacing | None, hold_seconds: float) -> int:
+        """The deliveries the next drain of `workspace` takes."""
+        if workspace in self._sizes:
+            return self._sizes[workspace]
+        if self._first is not None:
+            return self._first
+        rate = pacing.requests_per_second if pacing else REQUESTS_PER_SECOND
+        return max(1, min(BATCH, int(rate * hold_seconds / REQUESTS_PER_RECORD)))
+
+    def learn(self, result: DrainResult, batch: int) -> None:
+        """After a drain that could take `batch` deliveries."""
+        if result.left:
+            took = result.deliveries + result.set_aside + result.left
+            self._sizes[result.workspace] = max(1, took // 2)
+        elif result.outcome == Outcome.COMPLETED and result.more_waiting:
+            self._sizes[result.workspace] = min(BATCH, batch * 2)
 
 
 @dataclass
@@ -75,6 +123,8 @@ class DrainResult:
     outcome: str  # completed, stopped, failed, or busy (a load held the warehouse)
     deliveries: int = 0  # deliveries loaded and marked done
     set_aside: int = 0  # deliveries whose record the service would not serve: the load's
+    left: int = 0  # deliveries taken but left waiting: the hold was spent before their records
+    more_waiting: bool = False  # deliveries wait for the next drain (left, or past `batch`)
     records: int = 0  # shipments and contacts read
     requests: int = 0
     reason: str | None = None
@@ -88,6 +138,7 @@ class DrainResult:
             for count, name in (
                 (self.deliveries, "delivery loaded"),
                 (self.set_aside, "delivery set aside"),
+                (self.left, "delivery left for the next drain"),
                 (self.records, "record read"),
                 (self.requests, "request"),
             )
@@ -116,21 +167,34 @@ def drain(
     inbox: Inbox,
     *,
     controls: Callable[[], RunControl] = RunControl,
-    batch: int = BATCH,
+    sizes: DrainSizes | None = None,
     pacing: Pacing | None = None,
     marts: bool = False,
+    hold_seconds: float = HOLD_SECONDS,
 ) -> list[DrainResult]:
-    """Drain each configured workspace that has deliveries waiting, one after another; with
-    `marts`, then refresh the marts when a drain loaded anything, all in one run of the
-    warehouse (published once)."""
+    """Drain each configured workspace that has deliveries waiting, one after another, each
+    taking as many as `sizes` says; with `marts`, then refresh the marts when a drain loaded
+    anything, all in one run of the warehouse (published once)."""
     waiting = inbox.waiting_workspaces()
     chosen = [entry for entry in entries if entry.name in waiting]
     if not chosen:
         return []
-    results = [
-        drain_workspace(warehouse, entry, inbox, control=controls(), batch=batch, pacing=pacing)
-        for entry in chosen
-    ]
+    sizes = sizes or DrainSizes()
+    results = []
+    for entry in chosen:
+        batch = sizes.size(entry.name, pacing, hold_seconds)
+        control = controls()
+        result = drain_workspace(
+            warehouse,
+            entry,
+            inbox,
+            control=control,
+            batch=batch,
+            pacing=pacing,
+            hold_seconds=hold_seconds,
+        )
+        sizes.learn(result, batch)
+        results.append(result)
     if marts and any(r.deliveries for r in results):
         _refresh_marts(warehouse, results)
     return results
@@ -165,17 +229,20 @@ def drain_workspace(
     control: RunControl,
     batch: int = BATCH,
     pacing: Pacing | None = None,
+    hold_seconds: float = HOLD_SECONDS,
 ) -> DrainResult:
     """Load the records the waiting deliveries of one workspace name (at most `batch`
-    deliveries), then mark those deliveries done; a failure is a result, not an exception.
-    The source's settings are the entry's (`pacing` instead of the configured one, if given)."""
+    deliveries, read for at most `hold_seconds`), then mark done the deliveries whose records
+    were read whole; a failure is a result, not an exception. The source's settings are the
+    entry's (`pacing` instead of the configured one, if given)."""
     started = stamp(now_utc())
     deliveries = inbox.waiting(entry.name, batch)
     result = DrainResult(entry.name, str(Outcome.COMPLETED))
     if not deliveries:
         return result
     try:
-        _load(warehouse, entry.settings().paced(pacing), entry, inbox, deliveries, control, result)
+        settings = entry.settings().paced(pacing)
+        _load(warehouse, settings, entry, inbox, deliveries, control, result, hold_seconds)
     except AlreadyRunning as error:
         result.outcome, result.reason = BUSY, str(error)
     except EXPECTED_FAILURES as error:
@@ -187,8 +254,9 @@ def drain_workspace(
         result.reason = failure_reason(error)
     finally:
         control.finish()
-    if result.outcome == Outcome.COMPLETED and control.reason is not None:
+    if result.outcome == Outcome.COMPLETED and _stopped(control):
         result.outcome, result.reason = str(Outcome.STOPPED), str(control.reason)
+    result.more_waiting = bool(result.left) or len(deliveries) >= batch
     result.requests = control.stats.requests
     result.warnings = list(control.stats.warnings)
     inbox.record_drain(
@@ -214,11 +282,18 @@ def _load(
     deliveries: list[Delivery],
     control: RunControl,
     result: DrainResult,
+    hold_seconds: float,
 ) -> None:
-    """The drain's load, under the warehouse's brief hold."""
+    """The drain's load, under the warehouse's brief hold, its reading cut short once it held
+    it for `hold_seconds`."""
     seen = RowDigests()
     with contextlib.ExitStack() as held:
         held.enter_context(warehouse.writer(brief=HOLD))
+        spent = HoldSpent(f"read records for {hold_seconds:.0f} s, the longest a drain holds")
+        timer = threading.Timer(hold_seconds, control.stop, args=(spent,))
+        timer.daemon = True
+        timer.start()
+        held.callback(timer.cancel)
         connection = connect(settings, control=control)
         workspace_id = connection.workspace_id
         mine = [d for d in deliveries if d.workspace_id == workspace_id]
@@ -231,20 +306,36 @@ def _load(
         pipeline = make_pipeline(warehouse, workspace_id, folder)
         steps = LoadSteps()
         info = steps.run(pipeline, connection, source, control.stats)
-        record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
+        incomplete = incomplete_shipments(pipeline.state)
+        record_incomplete_shipments(pipeline, workspace_id, incomplete)
     inbox.remember_drained(workspace_id, seen.digests)
     result.records = sum(len(ids) for ids in named.values())
-    if control.reason is None:  # a stopped drain leaves its deliveries for the next one
-        refused = connection.unserved
-        aside = [(d, refused[key]) for d in mine if (key := _record_of(d)) in refused]
-        loaded = [d for d in mine if _record_of(d) not in refused]
-        inbox.set_aside(aside)
-        inbox.mark_done(loaded, info.loads_ids[0] if info.loads_ids else None)
-        result.deliveries, result.set_aside = len(loaded), len(aside)
-        if aside:
-            control.stats.warn(
-                f"{len(aside):,} deliveries set aside for the next load: {aside[0][1]}"
-            )
+    if _stopped(control):  # a stopped drain leaves its deliveries for the next one
+        return
+    refused = connection.unserved
+    if control.reason is None:
+        taken = mine
+    else:  # the hold was spent: what was read whole is done, the rest waits
+        whole = set(seen.digests) - {("shipments", s) for s in incomplete}
+        taken = [d for d in mine if _record_of(d) in whole | refused.keys() or not _names(d)]
+    aside = [(d, refused[key]) for d in taken if (key := _record_of(d)) in refused]
+    loaded = [d for d in taken if _record_of(d) not in refused]
+    inbox.set_aside(aside)
+    inbox.mark_done(loaded, info.loads_ids[0] if info.loads_ids else None)
+    result.deliveries, result.set_aside = len(loaded), len(aside)
+    result.left = len(mine) - len(taken)
+    if aside:
+        control.stats.warn(f"{len(aside):,} deliveries set aside for the next load: {aside[0][1]}")
+
+
+def _stopped(control: RunControl) -> bool:
+    """Whether the drain was stopped (a signal, the service), not just out of hold time."""
+    return control.reason is not None and not isinstance(control.reason, HoldSpent)
+
+
+def _names(delivery: Delivery) -> bool:
+    """Whether a delivery names a record the drain reads (a shipment or a contact)."""
+    return delivery.record_kind in RECORD_TABLES and bool(delivery.record_id)
 
 
 def _record_of(delivery: Delivery) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from pipelines.configuration import WorkspaceEntry
 from pipelines.console import output
 from pipelines.errors import first_line
 from pipelines.warehouse import Warehouse
-from pipelines.webhooks.drain import DrainResult, drain
+from pipelines.webhooks.drain import DrainResult, DrainSizes, drain
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.receiver import (
     ReceiverSettings,
@@ -54,6 +54,7 @@ class WebhookReceiver:
         self.trigger: DrainTrigger | None = None
         self.marts = marts and load_after is not None
         if load_after is not None:
+            sizes = DrainSizes()  # what each workspace's drains take, learnt as they run
 
             def drain_now(controls: Callable[[], RunControl]) -> list[DrainResult]:
                 return drain(
@@ -61,6 +62,7 @@ class WebhookReceiver:
                     self.entries,
                     self.inbox,
                     controls=controls,
+                    sizes=sizes,
                     pacing=pacing,
                     marts=marts,
                 )

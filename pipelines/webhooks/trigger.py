@@ -2,7 +2,8 @@
 events for one shipment is one drain), and at the latest a fixed time after the first one that
 waits, so that a steady stream is loaded within a minute too. One drain at a time, in a thread
 of its own; a drain that could not finish (a load held the warehouse, the service failed) is
-tried again after a back-off that grows up to five minutes.
+tried again after a back-off that grows up to five minutes, and one that left deliveries waiting
+(its hold spent, its batch full) is followed by another after the quiet time.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ class DrainTrigger:
                     self._back_off = min(self._back_off * 2, LONGEST_BACK_OFF_SECONDS)
                 else:
                     self._back_off = self._quiet
+                    if any(r.more_waiting for r in results) and not self._stopping:
+                        # Not all were taken (a spent hold, a full batch): soon again, with
+                        # a pause in which a waiting load takes the warehouse.
+                        self._rearm(self._quiet)
 
     def _wait_until_due(self) -> bool:
         """Wait until a drain is due (True) or the trigger stops (False)."""

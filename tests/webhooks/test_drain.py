@@ -1,7 +1,8 @@
 """Draining the inbox into a real DuckDB warehouse from a sandbox over HTTP: just the records the
 deliveries name, once each, into the same tables and keys (the warehouse then equals the
 sandbox), the incremental cursors untouched, and deliveries marked done only once their load
-committed. The warehouse's lock: a load waits for a drain's brief hold, a drain never waits."""
+committed. The warehouse's lock: a load waits for a drain's brief hold, a drain never waits, and
+a drain reads for a bounded time under it, leaving the rest to the next."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from pipelines.errors import AlreadyRunning
 from pipelines.load.run import load_incremental
 from pipelines.status.read import read_status
 from pipelines.warehouse import Warehouse
-from pipelines.webhooks.drain import HOLD, DrainResult, drain_workspace
+from pipelines.webhooks.drain import HOLD, DrainResult, DrainSizes, drain, drain_workspace
 from pipelines.webhooks.inbox import Delivery, Inbox
 from sandbox import RunningSandbox
-from sources.signing import RunControl
+from sources.signing import Pacing, RunControl
 from tests.support import (
     FAST,
     SandboxFactory,
@@ -213,3 +214,63 @@ def test_a_load_waits_for_a_drains_brief_hold_and_a_drain_never_waits(tmp_path: 
     # A load's hold is not brief: a drain meeting it fails at once (and is tried again later).
     with warehouse.exclusive(), pytest.raises(AlreadyRunning), warehouse.exclusive(brief=HOLD):
         pass
+
+
+def test_a_drain_reads_for_its_hold_at_most_and_the_next_drains_take_the_rest(
+    loaded: tuple[RunningSandbox, Path],
+) -> None:
+    running, path = loaded
+    warehouse = Warehouse.at(path)
+    inbox = Inbox.open(warehouse.webhooks_dir)
+    workspace_id = running.store.workspace.id
+    made = [new_records(running) for _ in range(8)]  # eight shipments; one contact, made again
+    named = [("shipment.sent", "shipments", s) for s, _ in made]
+    named += [("contact.created", "contacts", c) for _, c in made]
+    waiting = [
+        Delivery("default", f"dlv_slow_{n}", workspace_id, event, kind, record_id)
+        for n, (event, kind, record_id) in enumerate(named)
+    ]
+    for each in waiting:
+        inbox.accept(each)
+    # A slow key: the 26 requests of all sixteen deliveries (/me, each shipment with its audit
+    # trail and fields, the contact) take over three seconds at 8 a second; a drain may hold the
+    # warehouse for one. The first drain takes all sixteen, as a key thought faster would.
+    slow = Pacing(requests_per_second=8, burst=1)
+    sizes = DrainSizes(first=16)
+    results: list[DrainResult] = []
+    while inbox.waiting("default", 100) and len(results) < 40:
+        results += drain(
+            warehouse, [entry(running)], inbox, sizes=sizes, pacing=slow, hold_seconds=1
+        )
+    first = results[0]
+    assert first.outcome == "completed", first.reason
+    assert first.left > 0  # its hold spent: what it did not read whole waits
+    assert first.more_waiting
+    assert "left for the next drain" in first.line()
+    assert inbox.waiting("default", 100) == []  # the next, smaller drains took the rest
+    assert [r.outcome for r in results] == ["completed"] * len(results)
+    assert sum(r.deliveries for r in results) == len(waiting)  # each delivery done once
+    assert not results[-1].more_waiting
+    assert differences(path, running.store) == {}
+    assert duplicate_keys(path) == {}
+    with duckdb.connect(str(path), read_only=True) as db:
+        stream = db.execute(
+            "select delivery_id, count(*) from raw.webhook_deliveries"
+            " where delivery_id like 'dlv_slow_%' group by 1"
+        ).fetchall()
+    assert sorted(stream) == sorted((d.delivery_id, 1) for d in waiting)
+
+
+def test_drain_sizes_start_at_the_pace_halve_after_a_spent_hold_and_grow_after_a_full_one() -> None:
+    sizes = DrainSizes()
+    assert sizes.size("a", Pacing(requests_per_second=10, burst=1), 60) == 200  # 600 requests
+    assert sizes.size("a", Pacing(requests_per_second=0.01, burst=1), 60) == 1
+    sizes.learn(DrainResult("a", "completed", deliveries=30, left=170, more_waiting=True), 200)
+    assert sizes.size("a", None, 60) == 100  # half of what it took
+    sizes.learn(DrainResult("a", "completed", deliveries=100, more_waiting=True), 100)
+    assert sizes.size("a", None, 60) == 200  # a full batch in time: twice as many
+    sizes.learn(DrainResult("a", "completed", deliveries=7), 200)
+    assert sizes.size("a", None, 60) == 200  # all taken: as it was
+    sizes.learn(DrainResult("a", "busy"), 200)
+    assert sizes.size("a", None, 60) == 200
+    assert sizes.size("b", None, 60) == 200  # each workspace its own
