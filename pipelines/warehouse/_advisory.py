@@ -61,6 +61,9 @@ _STILL_HELD = (
 # A check's connection gives up on a silent server within a minute (keepalives do not cover a
 # query waiting for its answer): seconds to connect, milliseconds unanswered.
 CHECK_CONNECT_SECONDS = 10
+# How long one request for a run's lock waits in the server's queue before the holder is named
+# and the run's patience checked (then it queues again at once).
+QUEUED_MS = 500
 CHECK_UNANSWERED_MS = 60_000
 
 
@@ -194,12 +197,14 @@ def held_in_database(keys: Sequence[int], held_on: str, brief: str | None = None
             "select pid, backend_start from pg_stat_activity where pid = pg_backend_pid()"
         ).fetchone()
         assert found is not None  # a session always sees itself
+        session.execute(f"set lock_timeout = '{QUEUED_MS}ms'")
         for key in sorted(set(keys)):
             wait_for(
-                functools.partial(_try, session, key),
+                functools.partial(_take_queued, session, key),
                 functools.partial(holder_of, session, key),
                 held_on,
                 waits_for_loads=brief is None,
+                take_waits=True,
             )
         lock_ids = frozenset("{}:{}".format(*_halves(key)) for key in keys)
         hold = _Hold(found[0], found[1], lock_ids, held_on)
@@ -218,9 +223,17 @@ def _application_name(brief: str | None) -> str:
     return named.encode()[:NAME_BYTES].decode(errors="ignore")
 
 
-def _try(session: psycopg.Connection[Any], key: int) -> bool:
-    found = session.execute("select pg_try_advisory_lock(%s)", (key,)).fetchone()
-    return bool(found and found[0])
+def _take_queued(session: psycopg.Connection[Any], key: int) -> bool:
+    """Take `key` alone, waiting in the server's queue up to `QUEUED_MS`. A request waiting
+    there holds back the shared requests that come after it (load steps), so load steps that
+    overlap one another cannot keep a model build out for ever, as they could a
+    `pg_try_advisory_lock`, which never queues. The lock's session runs nothing after, so the
+    statement's start says (to within `QUEUED_MS`) since when it holds the lock."""
+    try:
+        session.execute("select pg_advisory_lock(%s)", (key,))
+    except psycopg.errors.LockNotAvailable:  # lock_timeout: the holder is asked for, and again
+        return False
+    return True
 
 
 def oldest_holder() -> str | None:

@@ -106,11 +106,18 @@ def _take(handle: IO[str], held_on: object, *, waits_for_loads: bool) -> None:
 
 
 def wait_for(
-    take: Callable[[], bool], named: Callable[[], str], held_on: object, *, waits_for_loads: bool
+    take: Callable[[], bool],
+    named: Callable[[], str],
+    held_on: object,
+    *,
+    waits_for_loads: bool,
+    take_waits: bool = False,
 ) -> None:
     """Call `take` until it takes the lock, waiting for a brief holder up to
     `BRIEF_HOLD_WAIT_SECONDS` and (when `waits_for_loads`) for any other up to `wait_seconds()`,
-    or raise `AlreadyRunning` naming the holder (`named()`: what the holder says of itself)."""
+    or raise `AlreadyRunning` naming the holder (`named()`: what the holder says of itself).
+    `take_waits`: `take` itself waits a while in the lock's queue before it gives up, so it is
+    asked again at once (a pause would let later requests ahead of it)."""
     started = time.monotonic()
     patience = wait_seconds() if waits_for_loads else 1.0  # a drain: a moment, not a load
     pause = 0.1
@@ -122,5 +129,6 @@ def wait_for(
                 f"another load is running on {held_on} ({holder_named}); waited "
                 f"{time.monotonic() - started:.0f} s, the next run continues"
             ) from None
-        time.sleep(pause)
-        pause = min(0.5, pause * 1.5)  # a database is asked less often the longer it waits
+        if not take_waits:
+            time.sleep(pause)
+            pause = min(0.5, pause * 1.5)  # a database is asked less often the longer it waits

@@ -53,7 +53,7 @@ def test_a_build_waits_for_a_load_step_and_its_history_invents_no_deletion(
         return complete(self, *args, **kwargs)
 
     refused = threading.Event()  # the build asked for the models' lock and did not get it
-    take = _advisory._try
+    take = _advisory._take_queued
 
     def observed(session: Any, key: int) -> bool:
         taken = take(session, key)
@@ -62,7 +62,7 @@ def test_a_build_waits_for_a_load_step_and_its_history_invents_no_deletion(
         return taken
 
     monkeypatch.setattr(Load, "complete_package", held_before_recording)
-    monkeypatch.setattr(_advisory, "_try", observed)
+    monkeypatch.setattr(_advisory, "_take_queued", observed)
     loads: list[LoadResult] = []
     builds: list[ModelsResult] = []
     with place.configured() as warehouse:
