@@ -316,8 +316,8 @@ def _load(
     if control.reason is None:
         taken = mine
     else:  # the hold was spent: what was read whole is done, the rest waits
-        whole = set(seen.digests) - {("shipments", s) for s in incomplete}
-        taken = [d for d in mine if _record_of(d) in whole | refused.keys() or not _names(d)]
+        done = (set(seen.digests) - {("shipments", s) for s in incomplete}) | refused.keys()
+        taken = [d for d in mine if _record_of(d) in done or not _names(d)]
     aside = [(d, refused[key]) for d in taken if (key := _record_of(d)) in refused]
     loaded = [d for d in taken if _record_of(d) not in refused]
     inbox.set_aside(aside)
