@@ -111,7 +111,7 @@ class DrainSizes:
         if result.left:
             took = result.deliveries + result.set_aside + result.left
             self._sizes[result.workspace] = max(1, took // 2)
-        elif result.outcome == Outcome.COMPLETED and result.more_waiting:
+        elif result.outcome == Outcome.COMPLETED and result.deliveries + result.set_aside >= batch:
             self._sizes[result.workspace] = min(BATCH, batch * 2)
 
 
@@ -124,7 +124,7 @@ class DrainResult:
     deliveries: int = 0  # deliveries loaded and marked done
     set_aside: int = 0  # deliveries whose record the service would not serve: the load's
     left: int = 0  # deliveries taken but left waiting: the hold was spent before their records
-    more_waiting: bool = False  # deliveries wait for the next drain (left, or past `batch`)
+    more_waiting: bool = False  # deliveries wait for the next drain (left, past `batch`, new)
     records: int = 0  # shipments and contacts read
     requests: int = 0
     reason: str | None = None
@@ -256,7 +256,7 @@ def drain_workspace(
         control.finish()
     if result.outcome == Outcome.COMPLETED and _stopped(control):
         result.outcome, result.reason = str(Outcome.STOPPED), str(control.reason)
-    result.more_waiting = bool(result.left) or len(deliveries) >= batch
+    result.more_waiting = bool(inbox.waiting(entry.name, 1))  # left, past `batch`, or new
     result.requests = control.stats.requests
     result.warnings = list(control.stats.warnings)
     inbox.record_drain(
