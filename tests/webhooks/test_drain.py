@@ -234,13 +234,13 @@ def test_a_drain_reads_for_its_hold_at_most_and_the_next_drains_take_the_rest(
         inbox.accept(each)
     # A slow key: the 26 requests of all sixteen deliveries (/me, each shipment with its audit
     # trail and fields, the contact) take over three seconds at 8 a second; a drain may hold the
-    # warehouse for one. The first drain takes all sixteen, as a key thought faster would.
+    # warehouse for two. The first drain takes all sixteen, as a key thought faster would.
     slow = Pacing(requests_per_second=8, burst=1)
     sizes = DrainSizes(first=16)
     results: list[DrainResult] = []
     while inbox.waiting("default", 100) and len(results) < 40:
         results += drain(
-            warehouse, [entry(running)], inbox, sizes=sizes, pacing=slow, hold_seconds=1
+            warehouse, [entry(running)], inbox, sizes=sizes, pacing=slow, hold_seconds=2
         )
     first = results[0]
     assert first.outcome == "completed", first.reason
