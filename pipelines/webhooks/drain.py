@@ -142,6 +142,7 @@ class DrainResult:
                 (self.records, "record read"),
                 (self.requests, "request"),
             )
+            if count or name != "delivery left for the next drain"  # said when there are some
         )
         said = f": {self.reason}" if self.reason else ""
         marts = (
