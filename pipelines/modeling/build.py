@@ -6,7 +6,6 @@ import contextlib
 import re
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,7 +19,7 @@ from dbt.cli.main import dbtRunner
 
 from pipelines.errors import ModelsError, ModelsUnreachable
 from pipelines.modeling.parse_cache import cached_parse, keep_parse, parse_key
-from pipelines.modeling.record import ModelBuild, record_build
+from pipelines.modeling.record import ModelBuild, new_build_id, record_build
 from pipelines.shipped import shipped
 from pipelines.warehouse import DbtTarget, Warehouse
 
@@ -205,7 +204,7 @@ def _ready_for_dbt(place: Warehouse) -> Iterator[DbtTarget]:
 def _as_build(started: datetime, result: ModelsResult) -> ModelBuild:
     """The build's record, as `status` reads it."""
     return ModelBuild(
-        build_id=uuid.uuid4().hex[:12],
+        build_id=new_build_id(),
         started_at=started,
         finished_at=datetime.now(UTC),
         success=result.success,

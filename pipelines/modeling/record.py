@@ -45,6 +45,11 @@ _LISTS = ("errored", "warned")
 _TIMES = ("started_at", "finished_at")
 
 
+def new_build_id() -> str:
+    """A build's id, as a run's (`RunControl.run_id`): 12 hex digits."""
+    return uuid.uuid4().hex[:12]
+
+
 @dataclass(frozen=True)
 class ModelBuild:
     """One `dbt build` as `status` shows it."""
@@ -107,9 +112,7 @@ def record_marts_dropped(client: Any) -> None:
     build that did not succeed, so `status` and `--check` say the marts lag until a build
     makes them again, whichever path dropped them and whether or not it built after."""
     now = datetime.now(UTC)
-    _insert_build(
-        client, ModelBuild(uuid.uuid4().hex[:12], now, now, False, first_error=MARTS_DROPPED)
-    )
+    _insert_build(client, ModelBuild(new_build_id(), now, now, False, first_error=MARTS_DROPPED))
 
 
 def _insert_build(client: Any, build: ModelBuild) -> None:

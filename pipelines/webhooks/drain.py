@@ -317,8 +317,9 @@ def _load(
     if control.reason is None:
         taken = mine
     else:  # the hold was spent: what was read whole is done, the rest waits
+        asked = {(table, record_id) for table, ids in named.items() for record_id in ids}
         done = (set(seen.digests) - {("shipments", s) for s in incomplete}) | refused.keys()
-        taken = [d for d in mine if _record_of(d) in done or not _names(d)]
+        taken = [d for d in mine if _record_of(d) in done or _record_of(d) not in asked]
     aside = [(d, refused[key]) for d in taken if (key := _record_of(d)) in refused]
     loaded = [d for d in taken if _record_of(d) not in refused]
     inbox.set_aside(aside)
@@ -332,11 +333,6 @@ def _load(
 def _stopped(control: RunControl) -> bool:
     """Whether the drain was stopped (a signal, the service), not just out of hold time."""
     return control.reason is not None and not isinstance(control.reason, HoldSpent)
-
-
-def _names(delivery: Delivery) -> bool:
-    """Whether a delivery names a record the drain reads (a shipment or a contact)."""
-    return delivery.record_kind in RECORD_TABLES and bool(delivery.record_id)
 
 
 def _record_of(delivery: Delivery) -> tuple[str, str]:

@@ -186,16 +186,19 @@ class Inbox:
     def mark_done(self, deliveries: Iterable[Delivery], load_id: str | None) -> None:
         """These deliveries are loaded: their load committed."""
         done = stamp(now_utc())
-        loaded: Counter[str] = Counter()
+        by_workspace: dict[str, list[tuple[str, str | None, str, str]]] = {}
+        for d in deliveries:
+            by_workspace.setdefault(d.workspace, []).append(
+                (done, load_id, d.workspace, d.delivery_id)
+            )
         with self._transaction() as db:
-            for d in deliveries:
-                loaded[d.workspace] += db.execute(
+            for workspace, rows in by_workspace.items():
+                count = db.executemany(
                     "update deliveries set done_at = ?, load_id = ? "
                     "where workspace = ? and delivery_id = ? and done_at is null",
-                    (done, load_id, d.workspace, d.delivery_id),
-                ).rowcount
-            for workspace, count in loaded.items():
-                if count:  # counted, as the rows go after KEPT_DAYS
+                    rows,
+                ).rowcount  # the rows changed, summed
+                if count > 0:  # counted, as the rows go after KEPT_DAYS
                     _count(db, workspace, LOADED, "", count)
 
     def set_aside(self, deliveries: Iterable[tuple[Delivery, str]]) -> None:
