@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
-from tests.support import START_MS, SandboxFactory, client_for
+from tests.support import START_MS, SandboxFactory, client_for, cpu_log
 from tests.support.cli import SUITE_CADENCE
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
 from tests.support.postgres import PostgresServer, in_ci, missing_server, running_postgres
@@ -36,6 +36,11 @@ def _isolated_from_the_users_configuration() -> None:
 
 
 _isolated_from_the_users_configuration()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each test phase's CPU logged when `SIGNING_TEST_CPU_LOG` is set (`benchmarks.suite_cpu`)."""
+    cpu_log.register(config)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:

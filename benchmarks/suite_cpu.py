@@ -1,0 +1,133 @@
+"""Where the test suite's CPU goes: per folder, per module and per test, with the CPU of the
+processes the tests start (the `signing-etl` commands, Dagster's and Celery's workers, the
+wheel's demo) counted with the test that started them.
+
+It runs `pytest` (any arguments after `--` go to it) with `SIGNING_TEST_CPU_LOG` set, so that
+`tests/support/cpu_log.py` logs every test phase, then sums the log up. Both cores stay busy
+through a whole run, so the suite's time follows its CPU: this is what to read before deciding
+what a tier holds (docs/development.md).
+
+    uv run python -m benchmarks.suite_cpu                          # the whole suite
+    uv run python -m benchmarks.suite_cpu -- -m "not slow"         # the quick tier
+    uv run python -m benchmarks.suite_cpu --log cpu.tsv --only-sum  # sum up an earlier log
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.cpu_log import LOG_VARIABLE
+
+SHOWN = 15  # rows per table
+
+
+@dataclass
+class Cost:
+    """Seconds summed over test phases: wall, the test process's CPU, its children's CPU."""
+
+    wall: float = 0.0
+    own: float = 0.0
+    children: float = 0.0
+    tests: set[str] = field(default_factory=set)
+
+    @property
+    def cpu(self) -> float:
+        return self.own + self.children
+
+    def add(self, test: str, wall: float, own: float, children: float) -> None:
+        self.wall += wall
+        self.own += own
+        self.children += children
+        self.tests.add(test)
+
+
+def read_log(path: Path) -> dict[str, Cost]:
+    """Each test's cost, from the plugin's lines (`tests/support/cpu_log.py`)."""
+    costs: dict[str, Cost] = collections.defaultdict(Cost)
+    for line in path.read_text().splitlines():
+        test, _phase, wall, own, children, *_ = line.split("\t")
+        costs[test].add(test, float(wall), float(own), float(children))
+    return costs
+
+
+def grouped(costs: dict[str, Cost], key: int) -> dict[str, Cost]:
+    """Costs summed per folder (`key=0`: `tests/<folder>`) or per module (`key=1`)."""
+    groups: dict[str, Cost] = collections.defaultdict(Cost)
+    for test, cost in costs.items():
+        module = test.split("::", 1)[0]
+        name = module if key else str(Path(module).parent)
+        groups[name].add(test, cost.wall, cost.own, cost.children)
+    return groups
+
+
+def table(title: str, costs: dict[str, Cost], total_cpu: float, shown: int = SHOWN) -> str:
+    """The `shown` costliest rows, CPU first, with their share of the whole."""
+    rows = [
+        f"\n{title}",
+        f"{'CPU s':>8} {'share':>6} {'in tests':>9} {'children':>9} {'tests':>6}  name",
+    ]
+    for name, cost in sorted(costs.items(), key=lambda item: -item[1].cpu)[:shown]:
+        share = cost.cpu / total_cpu if total_cpu else 0.0
+        rows.append(
+            f"{cost.cpu:8.1f} {share:6.1%} {cost.own:9.1f} {cost.children:9.1f} "
+            f"{len(cost.tests):6d}  {name}"
+        )
+    return "\n".join(rows)
+
+
+def summary(path: Path, shown: int = SHOWN) -> str:
+    """The log summed up: totals, then per folder, per module and per test."""
+    costs = read_log(path)
+    own = sum(cost.own for cost in costs.values())
+    children = sum(cost.children for cost in costs.values())
+    total = own + children
+    head = (
+        f"{len(costs)} tests: {total:.0f} s of CPU in their phases ({own:.0f} s in the test "
+        f"processes, {children:.0f} s in processes they started)"
+    )
+    return "\n".join(
+        [
+            head,
+            table("per folder", grouped(costs, 0), total, shown),
+            table("per module", grouped(costs, 1), total, shown),
+            table("per test", costs, total, shown),
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log", type=Path, help="the log file (a temporary one by default)")
+    parser.add_argument("--only-sum", action="store_true", help="sum up --log; run nothing")
+    parser.add_argument("--rows", type=int, default=SHOWN, help="rows per table")
+    parser.add_argument("pytest_args", nargs="*", help="after --: pytest's arguments")
+    args = parser.parse_args()
+    if args.only_sum:
+        if args.log is None or not args.log.is_file():
+            parser.error("--only-sum needs --log naming an existing file")
+        print(summary(args.log, args.rows))
+        return
+    log = args.log or Path(tempfile.mkdtemp(prefix="signing-suite-cpu-")) / "cpu.tsv"
+    log.unlink(missing_ok=True)
+    started = time.monotonic()
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *args.pytest_args],
+        env={**os.environ, LOG_VARIABLE: str(log)},
+        check=False,
+    )
+    print(f"\npytest exited {ran.returncode} after {time.monotonic() - started:.0f} s; log: {log}")
+    if log.is_file():
+        print(summary(log, args.rows))
+    sys.exit(ran.returncode)
+
+
+if __name__ == "__main__":
+    main()
