@@ -27,6 +27,9 @@ from pathlib import Path
 from tests.support.cpu_log import LOG_VARIABLE
 
 SHOWN = 15  # rows per table
+# A test stays in the quick tier while its setup and call take under about this many seconds
+# on two cores (docs/development.md, the tiers).
+QUICK_TIER_SECONDS = 8.0
 
 
 @dataclass
@@ -37,6 +40,8 @@ class Cost:
     own: float = 0.0
     children: float = 0.0
     tests: set[str] = field(default_factory=set)
+    quick: bool = False  # in the quick tier (not marked slow)
+    setup_and_call: float = 0.0  # wall seconds: what `--durations` shows a test cost
 
     @property
     def cpu(self) -> float:
@@ -53,9 +58,28 @@ def read_log(path: Path) -> dict[str, Cost]:
     """Each test's cost, from the plugin's lines (`tests/support/cpu_log.py`)."""
     costs: dict[str, Cost] = collections.defaultdict(Cost)
     for line in path.read_text().splitlines():
-        test, _phase, wall, own, children, *_ = line.split("\t")
-        costs[test].add(test, float(wall), float(own), float(children))
+        test, phase, wall, own, children, _pid, _started, tier = line.split("\t")
+        cost = costs[test]
+        cost.add(test, float(wall), float(own), float(children))
+        cost.quick = tier == "quick"
+        if phase != "teardown":
+            cost.setup_and_call += float(wall)
     return costs
+
+
+def quick_but_long(costs: dict[str, Cost], seconds: float = QUICK_TIER_SECONDS) -> str:
+    """The quick tier's tests whose setup and call took longer than `seconds` (wall): each
+    belongs among the slow ones, or its module's shared fixture does."""
+    over = sorted(
+        ((cost.setup_and_call, test) for test, cost in costs.items() if cost.quick),
+        reverse=True,
+    )
+    over = [(took, test) for took, test in over if took > seconds]
+    if not over:
+        return f"\nno quick-tier test took over {seconds:.0f} s (setup and call)"
+    lines = [f"\nquick-tier tests over {seconds:.0f} s (setup and call): mark them slow"]
+    lines += [f"{took:8.1f} s  {test}" for took, test in over]
+    return "\n".join(lines)
 
 
 def grouped(costs: dict[str, Cost], key: int) -> dict[str, Cost]:
@@ -99,6 +123,7 @@ def summary(path: Path, shown: int = SHOWN) -> str:
             table("per folder", grouped(costs, 0), total, shown),
             table("per module", grouped(costs, 1), total, shown),
             table("per test", costs, total, shown),
+            quick_but_long(costs),
         ]
     )
 

@@ -2,12 +2,13 @@
 `SIGNING_TEST_CPU_LOG` names a file (`benchmarks.suite_cpu` sets it and sums the file up).
 
 Each setup, call and teardown appends one line: the test, the phase, its wall seconds, the CPU
-seconds of the test process, the CPU seconds of its child processes, the process id and the
-phase's start (Unix time). A child's CPU is counted while it lives, not only once it is waited
-for: the forked-CLI helper (`tests/support/forked_cli.py`) lives as long as its worker, and
-`getrusage(RUSAGE_CHILDREN)` alone would count its commands' CPU at the worker's exit, in
-whichever test ran last. So the children's figure is the reaped children's (`getrusage`) plus
-each live child's own and reaped CPU, read from `/proc` (Linux; elsewhere reaped ones only).
+seconds of the test process, the CPU seconds of its child processes, the process id, the
+phase's start (Unix time) and the test's tier (`slow` or `quick`). A child's CPU is counted
+while it lives, not only once it is waited for: the forked-CLI helper
+(`tests/support/forked_cli.py`) lives as long as its worker, and `getrusage(RUSAGE_CHILDREN)`
+alone would count its commands' CPU at the worker's exit, in whichever test ran last. So the
+children's figure is the reaped children's (`getrusage`) plus each live child's own and reaped
+CPU, read from `/proc` (Linux; elsewhere reaped ones only).
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ def _cpu_seconds() -> tuple[float, float]:
     return mine.ru_utime + mine.ru_stime, children
 
 
+def _tier(item: pytest.Item) -> str:
+    """`slow` for a test marked so (itself or its module), else `quick`."""
+    return "slow" if item.get_closest_marker("slow") is not None else "quick"
+
+
 class CpuLog:
     """The plugin: registered by `tests/conftest.py` when `SIGNING_TEST_CPU_LOG` is set."""
 
@@ -71,7 +77,7 @@ class CpuLog:
             own_after, children_after = _cpu_seconds()
             line = (
                 f"{item.nodeid}\t{phase}\t{time.monotonic() - wall:.2f}\t{own_after - own:.2f}\t"
-                f"{children_after - children:.2f}\t{os.getpid()}\t{started:.1f}\n"
+                f"{children_after - children:.2f}\t{os.getpid()}\t{started:.1f}\t{_tier(item)}\n"
             )
             with self.path.open("a") as log:  # one short append a line: workers never interleave
                 log.write(line)
