@@ -92,6 +92,7 @@ EXPORTED: dict[str, list[str]] = {
         "LoadFileFormat",
         "LoadedWorkspace",
         "PARQUET_FROM_RECORDS",
+        "PRIVACY_KEY",
         "SqlClient",
         "WAREHOUSE_VARIABLE",
         "Warehouse",

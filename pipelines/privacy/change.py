@@ -22,6 +22,7 @@ from pipelines.raw.privacy_gate import PrivacyRefused, erasures_in_force
 from pipelines.raw.privacy_records import PolicyRecord, read_policies, write_policy
 from pipelines.raw.run_records import RUNS_TABLE
 from pipelines.warehouse import (
+    PRIVACY_KEY,
     SqlClient,
     Warehouse,
     columns_by_table,
@@ -38,8 +39,6 @@ from sources.signing.privacy import EXCEPT_WHERE, Action
 
 REFRESH_COMMAND = "signing-etl load --full-refresh"
 REWRITE_TABLE = "_signing_privacy_rewrite"  # old and new values of one column, while it changes
-# The advisory lock a policy's rewrite holds in a shared database (the bytes of "sgnetl02").
-REWRITE_LOCK_KEY = int.from_bytes(b"sgnetl02", "big", signed=True)
 BATCH = 300  # rows of new values per INSERT
 
 
@@ -92,7 +91,10 @@ class PrivacyPlan:
         self.versions_changed = 0
         # Loads side by side (on PostgreSQL, of several hosts) each plan the change for every
         # workspace: one rewrites at a time, and what another has recorded meanwhile is done.
-        lock_for_transaction(client, REWRITE_LOCK_KEY)
+        # Held alone, the lock also waits for the load steps under way (they share it), and
+        # keeps new ones out until the new policy is recorded: a run that passed the privacy
+        # gate before sees the change when it asks again in its load step (`LoadSteps`).
+        lock_for_transaction(client, PRIVACY_KEY)
         self._leave_out(read_policies(client))
         existing = columns_by_table(client)
         for rewrite in self.rewrites:

@@ -39,6 +39,17 @@ class PrivacyRefused(WarehouseError):
     warehouse_usable: ClassVar[bool] = True
 
 
+class PrivacyChanged(WarehouseError):
+    """The warehouse's privacy policy for the workspace changed after the run passed the gate
+    (another host's load brought the warehouse under a new one, or erased a person, while this
+    run read the service): what it read is under the old policy, so it is not loaded. Exit 75:
+    the next run reads it again, under the new policy."""
+
+    exit_code = 75
+    warehouse_usable: ClassVar[bool] = True
+    ends_every_workspace: ClassVar[bool] = False
+
+
 def admit(client: Any, writer: PrivacyPolicy, workspace_id: str, stats: RunStats) -> PrivacyPolicy:
     """The policy the rows of `workspace_id` are written under (`policy_in_force`), with a
     warning when it is not the writer's own."""
@@ -50,6 +61,26 @@ def admit(client: Any, writer: PrivacyPolicy, workspace_id: str, stats: RunStats
             "these settings brings the warehouse under them"
         )
     return in_force
+
+
+def confirm_admitted(client: Any, admitted: PrivacyPolicy, workspace_id: str) -> None:
+    """Before rows are written: the policy the gate gave the run (`admit`) is still the one
+    in force. Asked inside the load step, which a policy's rewrite waits for and keeps out
+    (`PRIVACY_KEY`), so no rewrite can come between this answer and the rows.
+
+    Raises:
+        PrivacyChanged: it is not (the run stops; nothing it read is written).
+        PrivacyRefused: the run's settings cannot write under the policy now in force.
+    """
+    in_force = policy_in_force(client, admitted, workspace_id)
+    if in_force != admitted:
+        same_actions = (in_force.preset, in_force.actions) == (admitted.preset, admitted.actions)
+        what = "a person was erased meanwhile" if same_actions else f"now {in_force.describe()}"
+        raise PrivacyChanged(
+            f"workspace {workspace_id}'s privacy policy changed while this run read the service "
+            f"({what}): nothing it read was written, and the next run reads it again under "
+            "the policy now in force"
+        )
 
 
 def policy_in_force(client: Any, writer: PrivacyPolicy, workspace_id: str) -> PrivacyPolicy:

@@ -1,9 +1,9 @@
 """dlt's steps of one load, for every destination: the privacy policy the rows are written under
 (`privacy_gate`), what an interrupted run left, then extract, the load files chosen by what was
 fetched, normalize, and load under the destination's lock (the workspace's run lock asked
-first: `confirm_run_locks`), and what the load changed in the service's shape
-(`schema_changes`). Every path that writes rows into `raw` loads so: a run of the incremental
-load (a full refresh included) and a webhook drain."""
+first: `confirm_run_locks`, and the gate again: `confirm_admitted`), and what the load changed
+in the service's shape (`schema_changes`). Every path that writes rows into `raw` loads so: a
+run of the incremental load (a full refresh included) and a webhook drain."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import dlt
 from dlt.common.pipeline import ExtractInfo, LoadInfo
 
-from pipelines.raw.privacy_gate import admit
+from pipelines.raw.privacy_gate import PrivacyChanged, admit, confirm_admitted
 from pipelines.raw.schema_changes import SchemaChanges, catalog, find_changes
 from pipelines.warehouse import (
     LoadFileFormat,
@@ -75,6 +75,7 @@ class LoadSteps:
         stats.enter("loading")
         with load_step(pipeline.destination.destination_name, pipeline.dataset_name):
             confirm_run_locks()  # the workspace's lock still held: nobody else writes it now
+            _confirm_policy(pipeline, connection)  # and its privacy policy the one read at first
             # dlt's step makes the tables it lacks: another host's may make them at the same
             # moment, and the step, run again, finds them made (`retried`).
             info: LoadInfo = self._timed("load", retried, "the load step", pipeline.load)
@@ -93,6 +94,19 @@ class LoadSteps:
             return call(*args)
         finally:
             self.seconds[step] = time.monotonic() - began
+
+
+def _confirm_policy(pipeline: dlt.Pipeline, connection: SyncContext) -> None:
+    """The gate asked again, inside the load step, which a new policy's rewrite waits for. If
+    the policy changed since the run passed the gate (on PostgreSQL, another host's load), the
+    run's working folder goes (what it fetched, and the state it moved on) before the stop:
+    the next run starts from the state in the warehouse and reads it all again."""
+    try:
+        with pipeline.sql_client() as client:
+            confirm_admitted(client, connection.privacy, connection.workspace_id)
+    except PrivacyChanged:
+        pipeline.drop()
+        raise
 
 
 def _records_in(extracted: ExtractInfo) -> int:

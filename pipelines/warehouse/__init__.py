@@ -27,7 +27,7 @@ from pipelines.errors import (
 )
 
 from . import _duckdb, _journal, _published
-from ._advisory import confirm_run_locks
+from ._advisory import PRIVACY_KEY, confirm_run_locks
 from ._catalog import (
     LoadedWorkspace,
     SqlClient,
@@ -65,6 +65,7 @@ __all__ = [
     "DEFAULT_DESTINATION",
     "DEFAULT_WAREHOUSE",
     "PARQUET_FROM_RECORDS",
+    "PRIVACY_KEY",
     "WAREHOUSE_VARIABLE",
     "DbtTarget",
     "LoadFileFormat",

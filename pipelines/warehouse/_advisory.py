@@ -135,6 +135,13 @@ def workspace_key(dataset: str, workspace_id: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+# The privacy policy's lock of a shared database ("sgnetl02"): a rewrite of the rows under a new
+# policy holds it alone for its transaction (`pipelines.privacy.change`), and each of dlt's load
+# steps shares it (`load_step`). A run that passed the privacy gate before a rewrite then either
+# loads before it begins, or sees it done when it asks the gate again inside its load step.
+PRIVACY_KEY = int.from_bytes(b"sgnetl02", "big", signed=True)
+
+
 def models_key(dataset: str) -> int:
     """The advisory lock between the models and the loads into `dataset`: a model build holds
     it alone, each of dlt's load steps shares it (`shared_in_database`)."""
@@ -143,10 +150,11 @@ def models_key(dataset: str) -> int:
 
 
 @contextlib.contextmanager
-def shared_in_database(key: int, what: str) -> Iterator[None]:
-    """Share the advisory lock `key` on a session of its own while the block runs, waiting
-    (in the server's queue, behind a holder that has it alone) as long as that holder keeps
-    it: a load step waits for a model build to end, however long it takes.
+def shared_in_database(keys: Sequence[int], what: str) -> Iterator[None]:
+    """Share the advisory locks `keys`, in their order, on a session of its own while the block
+    runs, waiting (in the server's queue, behind a holder that has one alone) as long as that
+    holder keeps it: a load step waits for a model build or a policy's rewrite to end, however
+    long it takes.
 
     Raises:
         WarehouseError: the database cannot be reached (one line).
@@ -157,10 +165,11 @@ def shared_in_database(key: int, what: str) -> Iterator[None]:
         )
     except psycopg.Error as error:
         raise WarehouseError(
-            f"cannot take the models' lock in the postgres destination: {first_line(error)}"
+            f"cannot take the {what}'s locks in the postgres destination: {first_line(error)}"
         ) from None
     with session:
-        session.execute("select pg_advisory_lock_shared(%s)", (key,))
+        for key in keys:
+            session.execute("select pg_advisory_lock_shared(%s)", (key,))
         yield
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from pipelines.errors import AlreadyRunning, WorkspaceBusy
 
 from ._advisory import (
+    PRIVACY_KEY,
     held_in_database,
     models_key,
     oldest_holder,
@@ -154,11 +155,12 @@ _LOAD_STEP_LOCKS: dict[str, threading.Lock] = defaultdict(threading.Lock)
 def load_step(destination: str, dataset: str) -> Iterator[None]:
     """dlt's load step into `dataset` of `destination`, the one place every load and drain
     writes rows: one at a time per destination in this process, and in a PostgreSQL database
-    never while a model build holds the models' lock (`LockPlace.models_hold`); load steps
-    of other hosts run beside it."""
+    never while a model build holds the models' lock (`LockPlace.models_hold`) or a new
+    privacy policy's rewrite holds the privacy lock (`PRIVACY_KEY`); load steps of other
+    hosts run beside it. (A DuckDB file has one writer: neither can run beside a load.)"""
     with _LOAD_STEP_LOCKS[destination]:
         if destination != POSTGRES:
             yield
             return
-        with shared_in_database(models_key(dataset), "load step"):
+        with shared_in_database([models_key(dataset), PRIVACY_KEY], "load step"):
             yield
