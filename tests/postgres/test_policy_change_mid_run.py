@@ -1,0 +1,116 @@
+"""A privacy policy changed on a PostgreSQL warehouse by one host's load while another host's
+run of another workspace reads the service. That run passed the privacy gate under the old
+policy, and the load's rewrite brought every workspace's rows, its own included, under the new
+one. Before, the run then wrote what it had read as the old policy left it: plaintext addresses
+in a warehouse recorded as `minimal`. Now it asks the gate again inside its load step (which a
+rewrite waits for), writes nothing and exits 75, and its next run reads it all again. The
+truth is the sandbox's store and the documented keyed hash."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from sandbox import RunningSandbox, SandboxConfig
+from tests.support import (
+    POSTGRES_LOAD,
+    START_MS,
+    admin,
+    describe,
+    finish,
+    problem_lines,
+    run_cli,
+    start_cli,
+    wait_for_requests,
+    workspaces_env,
+)
+from tests.support.postgres import PostgresServer
+from tests.support.privacy import (
+    KEEP_WITH_KEY,
+    MINIMAL,
+    keyed_email,
+    personal_data,
+    postgres_contents,
+    scan_tables,
+)
+from tests.support.sandboxes import served
+
+pytestmark = pytest.mark.slow  # PostgreSQL, four loads, one paced to read for half a minute
+
+# One request a second: the second workspace's run reads its changed records (each shipment
+# with its audit trail and fields) for about half a minute, long after the first workspace's
+# load (a few seconds) has changed the policy.
+SLOW_PACE = {"SOURCES__SIGNING__REQUESTS_PER_SECOND": "1", "SOURCES__SIGNING__BURST": "1"}
+
+
+def test_a_run_that_read_under_the_old_policy_writes_nothing_and_its_next_run_reads_it_again(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    config = SandboxConfig(seed=53, shipments=12, start_ms=START_MS, limits_enabled=False)
+    database = postgres_server.create_database()
+    with RunningSandbox(*config.workspaces(2)) as running:
+        second = running.stores[1]
+        keys = {"first": running.api_keys[0], "second": running.api_keys[1]}
+        env = {
+            **workspaces_env(running, keys),
+            "DESTINATION__POSTGRES__CREDENTIALS": database.credentials,
+        }
+        kept = run_cli(POSTGRES_LOAD, cwd=tmp_path, env={**env, **KEEP_WITH_KEY})
+        assert kept.returncode == 0, describe(kept)
+        for entity in ("shipments", "contacts"):  # changed since: the next run reads them
+            admin(
+                running,
+                "POST",
+                f"/touch?workspace={second.workspace.id}",
+                {"entity": entity, "count": 12},
+            )
+
+        asked = served(running)
+        reading = start_cli(
+            [*POSTGRES_LOAD, "--workspace", "second"],
+            cwd=tmp_path,
+            env={**env, **KEEP_WITH_KEY, **SLOW_PACE},
+        )
+        wait_for_requests(running, asked + 3, reading)  # `/me`, then the lists: past the gate
+        switched = run_cli(
+            [*POSTGRES_LOAD, "--workspace", "first"], cwd=tmp_path, env={**env, **MINIMAL}
+        )
+        assert switched.returncode == 0, describe(switched)
+        assert reading.poll() is None, "the run ended before the policy changed: nothing tested"
+        stopped = finish(reading, timeout=300)
+
+        people = personal_data(second)
+        with closing(database.connect()) as connection:
+            plaintext = scan_tables(postgres_contents(connection), people.emails)
+        assert plaintext == {}  # neither raw nor dlt's staging took what it read
+        assert stopped.returncode == 75, describe(stopped)
+        (line,) = problem_lines(stopped.stderr)  # a stop, tried again later: one warning
+        assert "stopped early" in line
+        assert "privacy policy changed while this run read the service" in line
+
+        again = run_cli(
+            [*POSTGRES_LOAD, "--workspace", "second"], cwd=tmp_path, env={**env, **MINIMAL}
+        )
+        assert again.returncode == 0, describe(again)
+        with second.lock:
+            contacts = {c.id: keyed_email(c.email) for c in second.contacts.by_id.values()}
+            shipments = set(second.shipments.by_id)
+
+    with closing(database.connect()) as connection:
+        plaintext = scan_tables(postgres_contents(connection), people.emails)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "select id, email from raw.contacts where workspace_id = %s",
+                (second.workspace.id,),
+            )
+            stored_contacts = dict(cursor.fetchall())
+            cursor.execute(
+                "select id from raw.shipments where workspace_id = %s and _deleted_at is null",
+                (second.workspace.id,),
+            )
+            stored_shipments = {row[0] for row in cursor.fetchall()}
+    assert plaintext == {}
+    assert stored_contacts == contacts  # each read again, and hashed once
+    assert stored_shipments == shipments  # nothing the stopped run read is missing
