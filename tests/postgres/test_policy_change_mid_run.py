@@ -3,17 +3,25 @@ run of another workspace reads the service. That run passed the privacy gate und
 policy, and the load's rewrite brought every workspace's rows, its own included, under the new
 one. Before, the run then wrote what it had read as the old policy left it: plaintext addresses
 in a warehouse recorded as `minimal`. Now it asks the gate again inside its load step (which a
-rewrite waits for), writes nothing and exits 75, and its next run reads it all again. The
+rewrite waits for), writes nothing and exits 75, and its next run reads it all again; a
+webhook drain, the other path rows take, stops alike and leaves its deliveries waiting. The
 truth is the sandbox's store and the documented keyed hash."""
 
 from __future__ import annotations
 
+import threading
+import time
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from pipelines.configuration import WorkspaceEntry
+from pipelines.warehouse import Warehouse
+from pipelines.webhooks.drain import DrainResult, drain
+from pipelines.webhooks.inbox import Delivery, Inbox
 from sandbox import RunningSandbox, SandboxConfig
+from sources.signing import Pacing
 from tests.support import (
     POSTGRES_LOAD,
     START_MS,
@@ -37,12 +45,14 @@ from tests.support.privacy import (
 )
 from tests.support.sandboxes import served
 
-pytestmark = pytest.mark.slow  # PostgreSQL, four loads, one paced to read for half a minute
+pytestmark = pytest.mark.slow  # PostgreSQL; a load and a drain paced to read for half a minute
 
 # One request a second: the second workspace's run reads its changed records (each shipment
 # with its audit trail and fields) for about half a minute, long after the first workspace's
 # load (a few seconds) has changed the policy.
 SLOW_PACE = {"SOURCES__SIGNING__REQUESTS_PER_SECOND": "1", "SOURCES__SIGNING__BURST": "1"}
+SLOW_DRAIN = Pacing(requests_per_second=1, burst=1)
+POSTGRES = "postgres"
 
 
 def test_a_run_that_read_under_the_old_policy_writes_nothing_and_its_next_run_reads_it_again(
@@ -114,3 +124,87 @@ def test_a_run_that_read_under_the_old_policy_writes_nothing_and_its_next_run_re
     assert plaintext == {}
     assert stored_contacts == contacts  # each read again, and hashed once
     assert stored_shipments == shipments  # nothing the stopped run read is missing
+
+
+def test_a_drain_that_read_under_the_old_policy_writes_nothing_and_its_deliveries_wait(
+    postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same race on the receiver's path: a drain of one workspace reads the shipments its
+    deliveries name while another host's load changes the policy. Rows a drain reads again
+    replace the rewritten ones, so before, the hashed addresses went back to plaintext."""
+    config = SandboxConfig(seed=59, shipments=12, start_ms=START_MS, limits_enabled=False)
+    database = postgres_server.create_database()
+    with RunningSandbox(*config.workspaces(2)) as running:
+        second = running.stores[1]
+        keys = {"first": running.api_keys[0], "second": running.api_keys[1]}
+        env = {
+            **workspaces_env(running, keys),
+            "DESTINATION__POSTGRES__CREDENTIALS": database.credentials,
+        }
+        kept = run_cli(POSTGRES_LOAD, cwd=tmp_path, env={**env, **KEEP_WITH_KEY})
+        assert kept.returncode == 0, describe(kept)
+        # The receiver's process: the database, and its own settings from before the change.
+        for name, value in {**KEEP_WITH_KEY, **env}.items():
+            if name.startswith(("DESTINATION__", "SOURCES__SIGNING__PRIVACY__")):
+                monkeypatch.setenv(name, value)
+        warehouse = Warehouse.at(tmp_path / "warehouse" / "signing.duckdb", POSTGRES)
+        inbox = Inbox.open(warehouse.webhooks_dir)
+        with second.lock:
+            named = sorted(second.shipments.by_id)[:8]
+        for n, shipment_id in enumerate(named):
+            sent = ("shipment.sent", "shipments", shipment_id)
+            inbox.accept(Delivery("second", f"dlv_{n}", second.workspace.id, *sent))
+        entry = WorkspaceEntry("second", running.base_url, keys["second"])
+        drains: list[DrainResult] = []
+
+        def drain_slowly() -> None:  # /me, then each shipment with its trail and fields
+            drains.extend(drain(warehouse, [entry], inbox, pacing=SLOW_DRAIN, hold_seconds=120))
+
+        asked = served(running)
+        reading = threading.Thread(target=drain_slowly)
+        reading.start()
+        try:
+            deadline = time.monotonic() + 120
+            while served(running) < asked + 3:  # `/me`, then the shipments: past the gate
+                assert reading.is_alive(), drains
+                assert time.monotonic() < deadline, "the drain made no request"
+                time.sleep(0.05)
+            switched = run_cli(
+                [*POSTGRES_LOAD, "--workspace", "first"], cwd=tmp_path, env={**env, **MINIMAL}
+            )
+            assert switched.returncode == 0, describe(switched)
+            assert reading.is_alive(), "the drain ended before the policy changed: nothing tested"
+        finally:
+            reading.join(timeout=300)
+
+        people = personal_data(second)
+        with closing(database.connect()) as connection:
+            plaintext = scan_tables(postgres_contents(connection), people.emails)
+        assert plaintext == {}
+        (stopped,) = drains
+        assert stopped.outcome == "stopped", stopped.line()
+        assert "privacy policy changed while this run read the service" in str(stopped.reason)
+        assert len(inbox.waiting("second", 100)) == len(named)  # each waits for the next drain
+
+        (again,) = drain(warehouse, [entry], inbox)
+        assert again.outcome == "completed", again.line()
+        assert inbox.waiting("second", 100) == []
+        with second.lock:
+            recipients = {
+                (shipment_id, keyed_email(recipient.email))
+                for shipment_id in named
+                for recipient in second.shipments.by_id[shipment_id].recipients
+            }
+        inbox.close()
+
+    with closing(database.connect()) as connection:
+        plaintext = scan_tables(postgres_contents(connection), people.emails)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "select s.id, r.email from raw.shipments s join raw.shipments__recipients r "
+                "on r._dlt_parent_id = s._dlt_id where s.workspace_id = %s and s.id = any(%s)",
+                (second.workspace.id, named),
+            )
+            stored = set(cursor.fetchall())
+    assert plaintext == {}
+    assert stored == recipients  # read again by the next drain, and hashed once
