@@ -7,7 +7,9 @@ of the writer's own settings: a receiver started before a `load` changed the pol
 without any privacy settings, writes under the warehouse's policy, or stops in one line naming
 the setting it lacks (the hash key). Only a `load` changes the recorded policy
 (`pipelines.privacy.change`, before it reaches the gate), because only a load can bring the
-rows already there under a new one.
+rows already there under a new one. On PostgreSQL another host's load may do so while a run
+reads the service, so `LoadSteps` asks again inside its load step (`confirm_admitted`), which
+that rewrite waits for: a run that read under the old policy writes nothing.
 """
 
 from __future__ import annotations
