@@ -346,7 +346,9 @@ def apply_privacy(warehouse: Warehouse, plan: PrivacyPlan, stats: RunStats) -> N
     recorded (`LoadSteps` asks the gate)."""
     if not plan.records and not plan.rewrites:
         return
-    with warehouse.writing_client() as client:
+    # The models' lock alone, as a build holds it: no build reads `raw` half rewritten, or writes
+    # marts and history from rows it read before the rewrite (on PostgreSQL, another host's).
+    with warehouse.models_hold(), warehouse.writing_client() as client:
         changed = plan.apply(client)
     if plan.changes_rows and not warehouse.compact():
         stats.warn(f"{warehouse.label} could not be compacted: old values stay in its free blocks")

@@ -89,7 +89,9 @@ def forget_person(
         )
     if not warehouse.loaded_before():
         raise WarehouseMissing(f"no warehouse at {warehouse.path}; nothing to erase")
-    with warehouse.holding_every_workspace():
+    # Every workspace's lock, and the models' lock alone, as a build holds it: no build reads
+    # `raw` while the person goes, or writes them back into the marts and their history.
+    with warehouse.holding_every_workspace(), warehouse.models_hold():
         result = _erase(warehouse, policy, email, contact_id, workspace)
         result.compacted = warehouse.compact()
     warehouse.clear_working_folders()
