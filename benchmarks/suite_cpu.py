@@ -55,13 +55,21 @@ class Cost:
 
 
 def read_log(path: Path) -> dict[str, Cost]:
-    """Each test's cost, from the plugin's lines (`tests/support/cpu_log.py`)."""
+    """Each test's cost, from the plugin's lines (`tests/support/cpu_log.py`). A log written
+    before the lines named the tier has no quick tier to report.
+
+    Raises:
+        ValueError: a line that is not the plugin's (one line naming it).
+    """
     costs: dict[str, Cost] = collections.defaultdict(Cost)
-    for line in path.read_text().splitlines():
-        test, phase, wall, own, children, _pid, _started, tier = line.split("\t")
-        cost = costs[test]
-        cost.add(test, float(wall), float(own), float(children))
-        cost.quick = tier == "quick"
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            test, phase, wall, own, children, _pid, _started, *tier = line.split("\t")
+            cost = costs[test]
+            cost.add(test, float(wall), float(own), float(children))
+        except ValueError:
+            raise ValueError(f"{path}:{number} is not a line of the suite's CPU log") from None
+        cost.quick = tier == ["quick"]
         if phase != "teardown":
             cost.setup_and_call += float(wall)
     return costs
@@ -82,12 +90,12 @@ def quick_but_long(costs: dict[str, Cost], seconds: float = QUICK_TIER_SECONDS) 
     return "\n".join(lines)
 
 
-def grouped(costs: dict[str, Cost], key: int) -> dict[str, Cost]:
-    """Costs summed per folder (`key=0`: `tests/<folder>`) or per module (`key=1`)."""
+def grouped(costs: dict[str, Cost], *, by_module: bool) -> dict[str, Cost]:
+    """Costs summed per module, or per folder (`tests/<folder>`)."""
     groups: dict[str, Cost] = collections.defaultdict(Cost)
     for test, cost in costs.items():
         module = test.split("::", 1)[0]
-        name = module if key else str(Path(module).parent)
+        name = module if by_module else str(Path(module).parent)
         groups[name].add(test, cost.wall, cost.own, cost.children)
     return groups
 
@@ -120,8 +128,8 @@ def summary(path: Path, shown: int = SHOWN) -> str:
     return "\n".join(
         [
             head,
-            table("per folder", grouped(costs, 0), total, shown),
-            table("per module", grouped(costs, 1), total, shown),
+            table("per folder", grouped(costs, by_module=False), total, shown),
+            table("per module", grouped(costs, by_module=True), total, shown),
             table("per test", costs, total, shown),
             quick_but_long(costs),
         ]
@@ -138,7 +146,10 @@ def main() -> None:
     if args.only_sum:
         if args.log is None or not args.log.is_file():
             parser.error("--only-sum needs --log naming an existing file")
-        print(summary(args.log, args.rows))
+        try:
+            print(summary(args.log, args.rows))
+        except ValueError as error:
+            parser.error(str(error))
         return
     log = args.log or Path(tempfile.mkdtemp(prefix="signing-suite-cpu-")) / "cpu.tsv"
     log.unlink(missing_ok=True)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from pipelines.configuration import WorkspaceEntry
 from pipelines.warehouse import Warehouse
 from pipelines.webhooks.drain import DrainResult, drain
 from pipelines.webhooks.inbox import Delivery, Inbox
-from sandbox import RunningSandbox, SandboxConfig
+from sandbox import RunningSandbox, SandboxConfig, Store
 from sources.signing import Pacing
 from tests.support import (
     POSTGRES_LOAD,
@@ -34,7 +36,7 @@ from tests.support import (
     wait_for_requests,
     workspaces_env,
 )
-from tests.support.postgres import PostgresServer
+from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.privacy import (
     KEEP_WITH_KEY,
     MINIMAL,
@@ -55,20 +57,55 @@ SLOW_DRAIN = Pacing(requests_per_second=1, burst=1)
 POSTGRES = "postgres"
 
 
-def test_a_run_that_read_under_the_old_policy_writes_nothing_and_its_next_run_reads_it_again(
-    postgres_server: PostgresServer, tmp_path: Path
-) -> None:
-    config = SandboxConfig(seed=53, shipments=12, start_ms=START_MS, limits_enabled=False)
-    database = postgres_server.create_database()
+@dataclass
+class TwoWorkspaces:
+    """A sandbox of two workspaces (`first`, `second`), loaded under `keep` into a database of
+    its own, and the environment a host's commands run with."""
+
+    running: RunningSandbox
+    database: PostgresDatabase
+    keys: dict[str, str]
+    env: dict[str, str]
+    folder: Path
+
+    @property
+    def second(self) -> Store:
+        return self.running.stores[1]
+
+    def switch_first_to_minimal(self) -> None:
+        """Another host's load of the first workspace, under `minimal`: it rewrites both."""
+        switched = run_cli(
+            [*POSTGRES_LOAD, "--workspace", "first"], cwd=self.folder, env={**self.env, **MINIMAL}
+        )
+        assert switched.returncode == 0, describe(switched)
+
+    def plaintext_of_second(self) -> dict[str, set[str]]:
+        """Per table, the second workspace's people's addresses found in plaintext."""
+        people = personal_data(self.second)
+        with closing(self.database.connect()) as connection:
+            return scan_tables(postgres_contents(connection), people.emails)
+
+
+@contextmanager
+def two_workspaces_kept(server: PostgresServer, folder: Path, seed: int) -> Iterator[TwoWorkspaces]:
+    config = SandboxConfig(seed=seed, shipments=12, start_ms=START_MS, limits_enabled=False)
+    database = server.create_database()
     with RunningSandbox(*config.workspaces(2)) as running:
-        second = running.stores[1]
         keys = {"first": running.api_keys[0], "second": running.api_keys[1]}
         env = {
             **workspaces_env(running, keys),
             "DESTINATION__POSTGRES__CREDENTIALS": database.credentials,
         }
-        kept = run_cli(POSTGRES_LOAD, cwd=tmp_path, env={**env, **KEEP_WITH_KEY})
+        kept = run_cli(POSTGRES_LOAD, cwd=folder, env={**env, **KEEP_WITH_KEY})
         assert kept.returncode == 0, describe(kept)
+        yield TwoWorkspaces(running, database, keys, env, folder)
+
+
+def test_a_run_that_read_under_the_old_policy_writes_nothing_and_its_next_run_reads_it_again(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    with two_workspaces_kept(postgres_server, tmp_path, seed=53) as world:
+        running, database, env, second = world.running, world.database, world.env, world.second
         for entity in ("shipments", "contacts"):  # changed since: the next run reads them
             admin(
                 running,
@@ -84,17 +121,11 @@ def test_a_run_that_read_under_the_old_policy_writes_nothing_and_its_next_run_re
             env={**env, **KEEP_WITH_KEY, **SLOW_PACE},
         )
         wait_for_requests(running, asked + 3, reading)  # `/me`, then the lists: past the gate
-        switched = run_cli(
-            [*POSTGRES_LOAD, "--workspace", "first"], cwd=tmp_path, env={**env, **MINIMAL}
-        )
-        assert switched.returncode == 0, describe(switched)
+        world.switch_first_to_minimal()
         assert reading.poll() is None, "the run ended before the policy changed: nothing tested"
         stopped = finish(reading, timeout=300)
 
-        people = personal_data(second)
-        with closing(database.connect()) as connection:
-            plaintext = scan_tables(postgres_contents(connection), people.emails)
-        assert plaintext == {}  # neither raw nor dlt's staging took what it read
+        assert world.plaintext_of_second() == {}  # neither raw nor dlt's staging took it
         assert stopped.returncode == 75, describe(stopped)
         (line,) = problem_lines(stopped.stderr)  # a stop, tried again later: one warning
         assert "stopped early" in line
@@ -107,20 +138,19 @@ def test_a_run_that_read_under_the_old_policy_writes_nothing_and_its_next_run_re
         with second.lock:
             contacts = {c.id: keyed_email(c.email) for c in second.contacts.by_id.values()}
             shipments = set(second.shipments.by_id)
+        plaintext = world.plaintext_of_second()
 
-    with closing(database.connect()) as connection:
-        plaintext = scan_tables(postgres_contents(connection), people.emails)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "select id, email from raw.contacts where workspace_id = %s",
-                (second.workspace.id,),
-            )
-            stored_contacts = dict(cursor.fetchall())
-            cursor.execute(
-                "select id from raw.shipments where workspace_id = %s and _deleted_at is null",
-                (second.workspace.id,),
-            )
-            stored_shipments = {row[0] for row in cursor.fetchall()}
+    with closing(database.connect()) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "select id, email from raw.contacts where workspace_id = %s",
+            (second.workspace.id,),
+        )
+        stored_contacts = dict(cursor.fetchall())
+        cursor.execute(
+            "select id from raw.shipments where workspace_id = %s and _deleted_at is null",
+            (second.workspace.id,),
+        )
+        stored_shipments = {row[0] for row in cursor.fetchall()}
     assert plaintext == {}
     assert stored_contacts == contacts  # each read again, and hashed once
     assert stored_shipments == shipments  # nothing the stopped run read is missing
@@ -132,17 +162,9 @@ def test_a_drain_that_read_under_the_old_policy_writes_nothing_and_its_deliverie
     """The same race on the receiver's path: a drain of one workspace reads the shipments its
     deliveries name while another host's load changes the policy. Rows a drain reads again
     replace the rewritten ones, so before, the hashed addresses went back to plaintext."""
-    config = SandboxConfig(seed=59, shipments=12, start_ms=START_MS, limits_enabled=False)
-    database = postgres_server.create_database()
-    with RunningSandbox(*config.workspaces(2)) as running:
-        second = running.stores[1]
-        keys = {"first": running.api_keys[0], "second": running.api_keys[1]}
-        env = {
-            **workspaces_env(running, keys),
-            "DESTINATION__POSTGRES__CREDENTIALS": database.credentials,
-        }
-        kept = run_cli(POSTGRES_LOAD, cwd=tmp_path, env={**env, **KEEP_WITH_KEY})
-        assert kept.returncode == 0, describe(kept)
+    with two_workspaces_kept(postgres_server, tmp_path, seed=59) as world:
+        running, database, env, second = world.running, world.database, world.env, world.second
+        keys = world.keys
         # The receiver's process: the database, and its own settings from before the change.
         for name, value in {**KEEP_WITH_KEY, **env}.items():
             if name.startswith(("DESTINATION__", "SOURCES__SIGNING__PRIVACY__")):
@@ -169,18 +191,12 @@ def test_a_drain_that_read_under_the_old_policy_writes_nothing_and_its_deliverie
                 assert reading.is_alive(), drains
                 assert time.monotonic() < deadline, "the drain made no request"
                 time.sleep(0.05)
-            switched = run_cli(
-                [*POSTGRES_LOAD, "--workspace", "first"], cwd=tmp_path, env={**env, **MINIMAL}
-            )
-            assert switched.returncode == 0, describe(switched)
+            world.switch_first_to_minimal()
             assert reading.is_alive(), "the drain ended before the policy changed: nothing tested"
         finally:
             reading.join(timeout=300)
 
-        people = personal_data(second)
-        with closing(database.connect()) as connection:
-            plaintext = scan_tables(postgres_contents(connection), people.emails)
-        assert plaintext == {}
+        assert world.plaintext_of_second() == {}
         (stopped,) = drains
         assert stopped.outcome == "stopped", stopped.line()
         assert "privacy policy changed while this run read the service" in str(stopped.reason)
@@ -196,15 +212,14 @@ def test_a_drain_that_read_under_the_old_policy_writes_nothing_and_its_deliverie
                 for recipient in second.shipments.by_id[shipment_id].recipients
             }
         inbox.close()
+        plaintext = world.plaintext_of_second()
 
-    with closing(database.connect()) as connection:
-        plaintext = scan_tables(postgres_contents(connection), people.emails)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "select s.id, r.email from raw.shipments s join raw.shipments__recipients r "
-                "on r._dlt_parent_id = s._dlt_id where s.workspace_id = %s and s.id = any(%s)",
-                (second.workspace.id, named),
-            )
-            stored = set(cursor.fetchall())
+    with closing(database.connect()) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "select s.id, r.email from raw.shipments s join raw.shipments__recipients r "
+            "on r._dlt_parent_id = s._dlt_id where s.workspace_id = %s and s.id = any(%s)",
+            (second.workspace.id, named),
+        )
+        stored = set(cursor.fetchall())
     assert plaintext == {}
     assert stored == recipients  # read again by the next drain, and hashed once

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pipelines.warehouse import DATASET
-from pipelines.warehouse._advisory import models_key
+from pipelines.warehouse._advisory import _halves, models_key
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import POSTGRES_LOAD, START_MS, cli_env, describe, finish, run_cli, start_cli
 from tests.support.postgres import PostgresDatabase, PostgresServer
@@ -48,8 +48,7 @@ def a_build_running(database: PostgresDatabase) -> Iterator[Any]:
 
 def wait_until_waiting(cursor: Any, command: subprocess.Popen[str]) -> None:
     """Until `command` waits for the models' lock, or fail if it ends first."""
-    unsigned = models_key(DATASET) & 0xFFFF_FFFF_FFFF_FFFF
-    halves = (unsigned >> 32, unsigned & 0xFFFF_FFFF)
+    halves = _halves(models_key(DATASET))  # as `pg_locks` names the lock
     deadline = time.monotonic() + PATIENCE_SECONDS
     while True:
         cursor.execute(WAITING, halves)
