@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ import dlt
 import duckdb
 from dlt.common.configuration import configspec, resolve_configuration
 from dlt.common.destination import TLoaderFileFormat
-from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
+from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool, DuckDbCredentials
 
 from pipelines.errors import QueryRefused, WarehouseError, first_line
 
@@ -65,6 +66,20 @@ class WarehouseCredentials(DuckDbCredentials):
     def __str__(self) -> str:
         return str(self.database)
 
+    def on_resolved(self) -> None:
+        super().on_resolved()
+        self.conn_pool = _HoldingPool(self)
+
+
+class _HoldingPool(DuckDbConnectionPool):
+    """dlt's pool of connections to the file, which also hands a run's file that did not
+    exist when the run began to `held_open` once dlt's first connection has created it."""
+
+    def borrow_conn(self, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyConnection:
+        connection = super().borrow_conn(*args, **kwargs)
+        _hold_if_awaited(Path(str(self.credentials.database)))
+        return connection
+
 
 def duckdb_destination(warehouse: Path) -> Any:
     """DuckDB at `warehouse`, its load files chosen by size (`LoadFileFormat`).
@@ -87,29 +102,45 @@ def unusable(warehouse: Path, error: duckdb.Error) -> WarehouseError:
 
 
 # The connection `held_open` keeps to each file, so that `compact` can let go of it and open
-# the compacted file in its place.
+# the compacted file in its place; the runs' files that do not exist yet, held once dlt has
+# created them (`_HoldingPool`).
 _HELD: dict[Path, duckdb.DuckDBPyConnection] = {}
+_AWAITED: set[Path] = set()
+_HOLDING = threading.Lock()
 
 
 @contextlib.contextmanager
 def held_open(warehouse: Path, shown: Path | None = None) -> Iterator[None]:
-    """Hold an existing warehouse open for a run, or fail in one line when DuckDB cannot open it.
+    """Hold a run's warehouse open, or fail in one line when DuckDB cannot open it.
 
     While one connection is open, every other one this process opens to the file (dlt opens
-    about seven in a run) shares its database instead of reading and checkpointing the file
-    again: 40 ms each otherwise. A new warehouse is not created here, so that a run that
-    writes nothing leaves nothing behind. Messages name `shown` (the published file)."""
-    if not warehouse.exists():
-        yield
-        return
-    try:
-        _HELD[warehouse] = duckdb.connect(str(warehouse))
-    except duckdb.Error as error:
-        raise unusable(shown or warehouse, error) from None
+    about fifteen in a run) shares its database instead of reading and checkpointing the file
+    again: 10 to 40 ms each otherwise. A new warehouse is not created here, so that a run
+    that writes nothing leaves nothing behind: it is held from dlt's first connection, which
+    creates it. Messages name `shown` (the published file)."""
+    if warehouse.exists():
+        try:
+            _HELD[warehouse] = duckdb.connect(str(warehouse))
+        except duckdb.Error as error:
+            raise unusable(shown or warehouse, error) from None
+    else:
+        _AWAITED.add(warehouse)
     try:
         yield
     finally:
-        _HELD.pop(warehouse).close()
+        with _HOLDING:
+            _AWAITED.discard(warehouse)
+            held = _HELD.pop(warehouse, None)
+        if held is not None:
+            held.close()
+
+
+def _hold_if_awaited(warehouse: Path) -> None:
+    """Take the hold of a run's file that dlt has just created (see `held_open`)."""
+    with _HOLDING:
+        if warehouse in _AWAITED and warehouse not in _HELD:
+            _AWAITED.discard(warehouse)
+            _HELD[warehouse] = duckdb.connect(str(warehouse))
 
 
 def compact(warehouse: Path) -> bool:

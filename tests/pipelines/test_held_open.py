@@ -1,0 +1,82 @@
+"""A DuckDB run holds its file open from the moment it exists, a first run's too: every
+connection dlt opens then shares the database instead of reading and checkpointing the file
+again; the hold ends with the run.
+
+The file's state is observed through DuckDB itself: a read-only connection is refused while
+this process holds the file open for writing, and taken once nothing does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool
+
+from pipelines.load.run import load_incremental
+from pipelines.warehouse import Warehouse, _duckdb
+from sandbox import RunningSandbox
+from tests.support import fast
+
+
+@pytest.fixture
+def borrows_while_held(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool]]:
+    """Each connection dlt's pools hand out during the test: the file, and whether this
+    process's run held it when the connection was handed out."""
+    seen: list[tuple[Path, bool]] = []
+    borrow = DuckDbConnectionPool.borrow_conn
+
+    def watched(pool: DuckDbConnectionPool, *args: Any, **kwargs: Any) -> Any:
+        connection = borrow(pool, *args, **kwargs)
+        path = Path(str(pool.credentials.database))
+        seen.append((path, path in _duckdb._HELD))
+        return connection
+
+    monkeypatch.setattr(DuckDbConnectionPool, "borrow_conn", watched)
+    return seen
+
+
+def opens_read_only(path: Path) -> bool:
+    try:
+        duckdb.connect(str(path), read_only=True).close()
+    except duckdb.Error:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("loads", [1, 2], ids=["first", "again"])
+def test_a_run_holds_its_file_from_the_first_connection_to_its_end(
+    shared_sandbox: RunningSandbox,
+    tmp_path: Path,
+    borrows_while_held: list[tuple[Path, bool]],
+    loads: int,
+) -> None:
+    published = tmp_path / "signing.duckdb"
+    working = Warehouse.at(published).working_path
+    for _ in range(loads - 1):
+        assert load_incremental(published, settings=fast(shared_sandbox)).exit_code == 0
+    borrows_while_held.clear()
+
+    result = load_incremental(published, settings=fast(shared_sandbox))
+
+    assert result.exit_code == 0
+    of_the_run = [held for path, held in borrows_while_held if path == working]
+    assert len(of_the_run) > 5, f"dlt borrowed {len(of_the_run)} connections only"
+    # The first borrow of a first run creates the file; it may be the one not yet held.
+    unheld = of_the_run[1:].count(False) if loads == 1 else of_the_run.count(False)
+    assert unheld == 0, f"{unheld} of {len(of_the_run)} connections opened the file again"
+    assert working not in _duckdb._HELD
+    assert working not in _duckdb._AWAITED
+    assert opens_read_only(working), "the run's hold outlived it"
+
+
+def test_a_run_that_creates_nothing_holds_nothing(tmp_path: Path) -> None:
+    """A run that writes nothing (a refused key, say) awaits its file, never creates it, and
+    leaves nothing awaited behind."""
+    warehouse = Warehouse.at(tmp_path / "signing.duckdb")
+    with warehouse.writer():
+        assert warehouse.working_path in _duckdb._AWAITED
+    assert not warehouse.working_path.exists()
+    assert warehouse.working_path not in _duckdb._AWAITED
+    assert warehouse.working_path not in _duckdb._HELD
