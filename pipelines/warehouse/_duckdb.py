@@ -72,25 +72,46 @@ class WarehouseCredentials(DuckDbCredentials):
 
 
 class _HoldingPool(DuckDbConnectionPool):
-    """dlt's pool of connections to the file, which also hands a run's file that did not
-    exist when the run began to `held_open` once dlt's first connection has created it."""
+    """dlt's pool, which also takes the hold of a run's new file once it has created it."""
 
     def borrow_conn(self, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyConnection:
         connection = super().borrow_conn(*args, **kwargs)
-        _hold_if_awaited(Path(str(self.credentials.database)))
+        _hold_if_awaited(Path(str(self.credentials.database)), self)
         return connection
 
 
-def duckdb_destination(warehouse: Path) -> Any:
-    """DuckDB at `warehouse`, its load files chosen by size (`LoadFileFormat`).
+@dataclass(frozen=True)
+class _Hold:
+    """A connection borrowed from one of dlt's pools, which keeps the pool's database open
+    until it is returned. Borrowed, not opened: DuckDB shares a file's database only between
+    connections opened with the same settings, and dlt's pool opens with the user's."""
 
-    The credentials are resolved here, so that the user's `[destination.duckdb.credentials]`
-    (or their environment variables) still apply: its `global_config` replaces the default
-    memory limit, `DUCKDB_MEMORY_LIMIT`. The file is always `warehouse`."""
+    pool: DuckDbConnectionPool
+    connection: duckdb.DuckDBPyConnection
+
+    @classmethod
+    def borrowed(cls, pool: DuckDbConnectionPool) -> _Hold:
+        return cls(pool, DuckDbConnectionPool.borrow_conn(pool))  # dlt's: not held again
+
+    def release(self) -> None:
+        self.pool.return_conn(self.connection)
+
+
+def warehouse_credentials(warehouse: Path) -> WarehouseCredentials:
+    """DuckDB's credentials for `warehouse`, resolved so that the user's
+    `[destination.duckdb.credentials]` (or their environment variables) still apply: its
+    `global_config` replaces the default memory limit, `DUCKDB_MEMORY_LIMIT`. The file is
+    always `warehouse`."""
     credentials = WarehouseCredentials(global_config={"memory_limit": DUCKDB_MEMORY_LIMIT})
     credentials.database = str(warehouse)
     credentials = resolve_configuration(credentials, sections=("destination", DUCKDB))
     credentials.database = str(warehouse)
+    return credentials
+
+
+def duckdb_destination(warehouse: Path) -> Any:
+    """DuckDB at `warehouse`, its load files chosen by size (`LoadFileFormat`)."""
+    credentials = warehouse_credentials(warehouse)
     return dlt.destinations.duckdb(credentials, loader_file_format_selector=LoadFileFormat())
 
 
@@ -104,7 +125,7 @@ def unusable(warehouse: Path, error: duckdb.Error) -> WarehouseError:
 # The connection `held_open` keeps to each file, so that `compact` can let go of it and open
 # the compacted file in its place; the runs' files that do not exist yet, held once dlt has
 # created them (`_HoldingPool`).
-_HELD: dict[Path, duckdb.DuckDBPyConnection] = {}
+_HELD: dict[Path, _Hold] = {}
 _AWAITED: set[Path] = set()
 _HOLDING = threading.Lock()
 
@@ -120,7 +141,7 @@ def held_open(warehouse: Path, shown: Path | None = None) -> Iterator[None]:
     creates it. Messages name `shown` (the published file)."""
     if warehouse.exists():
         try:
-            _HELD[warehouse] = duckdb.connect(str(warehouse))
+            _HELD[warehouse] = _Hold.borrowed(_pool_of(warehouse))
         except duckdb.Error as error:
             raise unusable(shown or warehouse, error) from None
     else:
@@ -132,15 +153,21 @@ def held_open(warehouse: Path, shown: Path | None = None) -> Iterator[None]:
             _AWAITED.discard(warehouse)
             held = _HELD.pop(warehouse, None)
         if held is not None:
-            held.close()
+            held.release()
 
 
-def _hold_if_awaited(warehouse: Path) -> None:
-    """Take the hold of a run's file that dlt has just created (see `held_open`)."""
+def _pool_of(warehouse: Path) -> DuckDbConnectionPool:
+    pool = warehouse_credentials(warehouse).conn_pool
+    assert pool is not None, "dlt makes the pool as it resolves the credentials"
+    return pool
+
+
+def _hold_if_awaited(warehouse: Path, pool: DuckDbConnectionPool) -> None:
+    """Hold a run's file that `pool` has just created (see `held_open`)."""
     with _HOLDING:
         if warehouse in _AWAITED and warehouse not in _HELD:
             _AWAITED.discard(warehouse)
-            _HELD[warehouse] = duckdb.connect(str(warehouse))
+            _HELD[warehouse] = _Hold.borrowed(pool)
 
 
 def compact(warehouse: Path) -> bool:
@@ -154,7 +181,7 @@ def compact(warehouse: Path) -> bool:
     fresh = warehouse.with_name(f".{warehouse.name}.compacting")
     fresh.unlink(missing_ok=True)
     held = _HELD.pop(warehouse, None)
-    connection = held or duckdb.connect(str(warehouse))
+    connection = held.connection if held else duckdb.connect(str(warehouse))
     try:
         found = connection.execute("select current_database()").fetchone()
         name = str(found[0]) if found else warehouse.stem
@@ -163,14 +190,17 @@ def compact(warehouse: Path) -> bool:
         connection.execute(f'copy from database "{name}" to signing_compacted')
         connection.execute("detach signing_compacted")
     finally:
-        connection.close()
+        if held is not None:
+            held.release()
+        else:
+            connection.close()
     alone = _closed_everywhere(warehouse)
     if alone:
         fresh.replace(warehouse)
     else:
         fresh.unlink(missing_ok=True)
     if held is not None:
-        _HELD[warehouse] = duckdb.connect(str(warehouse))
+        _HELD[warehouse] = _Hold.borrowed(_pool_of(warehouse))
     return alone
 
 
@@ -244,9 +274,10 @@ class DuckDBReader:
 
 @contextlib.contextmanager
 def beside_the_run(warehouse: Path, dataset_name: str) -> Iterator[DuckDBReader]:
-    """A reader of the file a run holds open: a connection that shares the run's database (a
-    read-only one would be refused while it is open for writing), opened in milliseconds."""
-    with duckdb.connect(str(warehouse)) as connection:
+    """A reader of the file a run holds open: a cursor of the run's own connection (a
+    read-only one would be refused while it is open for writing), opened in microseconds."""
+    held = _HELD.get(warehouse)
+    with held.connection.cursor() if held else duckdb.connect(str(warehouse)) as connection:
         yield DuckDBReader(connection, dataset_name)
 
 

@@ -22,10 +22,11 @@ from tests.support import fast
 
 @pytest.fixture
 def borrows_while_held(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool]]:
-    """Each connection dlt's pools hand out during the test: the file, and whether this
-    process's run held it when the connection was handed out."""
+    """Each connection dlt's pools hand to dlt's clients during the test (the run's own hold
+    is taken apart): the file, and whether this process's run held it once it was handed."""
     seen: list[tuple[Path, bool]] = []
-    borrow = DuckDbConnectionPool.borrow_conn
+    pool_class = type(_duckdb._pool_of(Path("any.duckdb")))
+    borrow = pool_class.borrow_conn
 
     def watched(pool: DuckDbConnectionPool, *args: Any, **kwargs: Any) -> Any:
         connection = borrow(pool, *args, **kwargs)
@@ -33,7 +34,7 @@ def borrows_while_held(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool
         seen.append((path, path in _duckdb._HELD))
         return connection
 
-    monkeypatch.setattr(DuckDbConnectionPool, "borrow_conn", watched)
+    monkeypatch.setattr(pool_class, "borrow_conn", watched)
     return seen
 
 
@@ -63,8 +64,7 @@ def test_a_run_holds_its_file_from_the_first_connection_to_its_end(
     assert result.exit_code == 0
     of_the_run = [held for path, held in borrows_while_held if path == working]
     assert len(of_the_run) > 5, f"dlt borrowed {len(of_the_run)} connections only"
-    # The first borrow of a first run creates the file; it may be the one not yet held.
-    unheld = of_the_run[1:].count(False) if loads == 1 else of_the_run.count(False)
+    unheld = of_the_run.count(False)  # a first run's first one is held as it creates the file
     assert unheld == 0, f"{unheld} of {len(of_the_run)} connections opened the file again"
     assert working not in _duckdb._HELD
     assert working not in _duckdb._AWAITED
@@ -80,3 +80,24 @@ def test_a_run_that_creates_nothing_holds_nothing(tmp_path: Path) -> None:
     assert not warehouse.working_path.exists()
     assert warehouse.working_path not in _duckdb._AWAITED
     assert warehouse.working_path not in _duckdb._HELD
+
+
+def test_the_users_connection_settings_do_not_split_the_runs_database(
+    shared_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A setting DuckDB takes only when it opens the file (`custom_user_agent`) in the user's
+    `global_config`: every connection of the run opens with it, as dlt's own do, so they
+    share one database; one opened without it would be refused by DuckDB ("a different
+    configuration than existing connections")."""
+    monkeypatch.setenv(
+        "DESTINATION__DUCKDB__CREDENTIALS__GLOBAL_CONFIG",
+        '{"custom_user_agent": "signing-etl-test", "memory_limit": "512MB"}',
+    )
+    published = tmp_path / "signing.duckdb"
+    for run in ("first", "again"):
+        result = load_incremental(published, settings=fast(shared_sandbox))
+        assert result.exit_code == 0, f"the {run} run: {result.stopped}"
+    with duckdb.connect(str(published), read_only=True) as connection:
+        loaded = connection.execute("select count(*) from raw.shipments").fetchone()
+    assert loaded is not None
+    assert loaded[0] == len(shared_sandbox.store.shipments.by_id)
