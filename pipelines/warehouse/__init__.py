@@ -26,7 +26,7 @@ from pipelines.errors import (
     WarehousePathError,
 )
 
-from . import _duckdb, _journal, _published
+from . import _duckdb, _journal, _published, _run_file
 from ._advisory import PRIVACY_KEY, confirm_run_locks
 from ._catalog import (
     LoadedWorkspace,
@@ -245,10 +245,11 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
     @contextlib.contextmanager
     def writer(self, *, brief: str | None = None) -> Iterator[None]:
         """What a run holds before it asks the service anything: its run (`publishing`), and
-        an existing working file held open for it (dlt's seven connections then share it)."""
+        its working file held open for it, a new one from dlt's first connection (`_run_file`:
+        dlt's connections then share one database)."""
         with self.publishing(brief=brief):
             if self.is_file:
-                with _duckdb.held_open(self.working_path, shown=self.path):
+                with _run_file.held_open(self.working_path, shown=self.path):
                     yield
             else:
                 yield
@@ -278,13 +279,13 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
             layout = staging_dataset(DATASET, workspace_id).replace(DATASET, "%s", 1)
             return Destination.from_reference(self.destination, staging_dataset_name_layout=layout)
         self.working_path.parent.mkdir(parents=True, exist_ok=True)
-        return _duckdb.duckdb_destination(self.working_path)
+        return _run_file.duckdb_destination(self.working_path)
 
     def run_reader(self) -> contextlib.AbstractContextManager[SqlClient]:
         """A SQL client for what a run reads while it holds the warehouse (before its pipeline
         exists): the DuckDB file through the connection the run holds, else dlt's client."""
         if self.is_file:
-            return _duckdb.beside_the_run(self.working_path, DATASET)
+            return _run_file.beside_the_run(self.working_path, DATASET)
         return self.sql_client()
 
     def writing_client(self) -> contextlib.AbstractContextManager[Any]:
@@ -298,7 +299,7 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
         this process had it open. A database server keeps old row versions until its own
         VACUUM, which its administrator runs."""
         if self.is_file and self.working_path.exists():
-            return _duckdb.compact(self.working_path)
+            return _run_file.compact(self.working_path)
         return True
 
     def clear_working_folders(self) -> None:

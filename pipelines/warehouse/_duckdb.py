@@ -1,21 +1,18 @@
-"""The DuckDB file: the one module of the project that opens DuckDB (the warehouse itself, its
-read-only readers, the report's local snapshot) and tunes dlt's DuckDB destination."""
+"""The DuckDB file, as others read it: its read-only readers, the checks before dbt builds on it,
+the report's local snapshot, and the choice of a run's load files. With `_run_file` (what a run
+holds and writes), the only modules of the project that open DuckDB."""
 
 from __future__ import annotations
 
 import contextlib
 import tempfile
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import dlt
 import duckdb
-from dlt.common.configuration import configspec, resolve_configuration
 from dlt.common.destination import TLoaderFileFormat
-from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool, DuckDbCredentials
 
 from pipelines.errors import QueryRefused, WarehouseError, first_line
 
@@ -58,162 +55,11 @@ class LoadFileFormat:
         return ("parquet" if self.parquet else "insert_values"), supported
 
 
-@configspec(init=False)
-class WarehouseCredentials(DuckDbCredentials):
-    """DuckDB's credentials, shown as their path. dlt shows credentials as a SQLAlchemy URL,
-    and so imports SQLAlchemy (0.3 s) in every run for one line of a load's info."""
-
-    def __str__(self) -> str:
-        return str(self.database)
-
-    def on_resolved(self) -> None:
-        super().on_resolved()
-        self.conn_pool = _HoldingPool(self)
-
-
-class _HoldingPool(DuckDbConnectionPool):
-    """dlt's pool, which also takes the hold of a run's new file once it has created it."""
-
-    def borrow_conn(self, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyConnection:
-        connection = super().borrow_conn(*args, **kwargs)
-        _hold_if_awaited(Path(str(self.credentials.database)), self)
-        return connection
-
-
-@dataclass(frozen=True)
-class _Hold:
-    """A connection borrowed from one of dlt's pools, which keeps the pool's database open
-    until it is returned. Borrowed, not opened: DuckDB shares a file's database only between
-    connections opened with the same settings, and dlt's pool opens with the user's."""
-
-    pool: DuckDbConnectionPool
-    connection: duckdb.DuckDBPyConnection
-
-    @classmethod
-    def borrowed(cls, pool: DuckDbConnectionPool) -> _Hold:
-        return cls(pool, DuckDbConnectionPool.borrow_conn(pool))  # dlt's: not held again
-
-    def release(self) -> None:
-        self.pool.return_conn(self.connection)
-
-
-def warehouse_credentials(warehouse: Path) -> WarehouseCredentials:
-    """DuckDB's credentials for `warehouse`, resolved so that the user's
-    `[destination.duckdb.credentials]` (or their environment variables) still apply: its
-    `global_config` replaces the default memory limit, `DUCKDB_MEMORY_LIMIT`. The file is
-    always `warehouse`."""
-    credentials = WarehouseCredentials(global_config={"memory_limit": DUCKDB_MEMORY_LIMIT})
-    credentials.database = str(warehouse)
-    credentials = resolve_configuration(credentials, sections=("destination", DUCKDB))
-    credentials.database = str(warehouse)
-    return credentials
-
-
-def duckdb_destination(warehouse: Path) -> Any:
-    """DuckDB at `warehouse`, its load files chosen by size (`LoadFileFormat`)."""
-    credentials = warehouse_credentials(warehouse)
-    return dlt.destinations.duckdb(credentials, loader_file_format_selector=LoadFileFormat())
-
-
 def unusable(warehouse: Path, error: duckdb.Error) -> WarehouseError:
     return WarehouseError(
         f"{warehouse} is not a usable DuckDB file ({first_line(error)}); move it away or choose "
         "another --duckdb"
     )
-
-
-# The connection `held_open` keeps to each file, so that `compact` can let go of it and open
-# the compacted file in its place; the runs' files that do not exist yet, held once dlt has
-# created them (`_HoldingPool`).
-_HELD: dict[Path, _Hold] = {}
-_AWAITED: set[Path] = set()
-_HOLDING = threading.Lock()
-
-
-@contextlib.contextmanager
-def held_open(warehouse: Path, shown: Path | None = None) -> Iterator[None]:
-    """Hold a run's warehouse open, or fail in one line when DuckDB cannot open it.
-
-    While one connection is open, every other one this process opens to the file (dlt opens
-    about fifteen in a run) shares its database instead of reading and checkpointing the file
-    again: 10 to 40 ms each otherwise. A new warehouse is not created here, so that a run
-    that writes nothing leaves nothing behind: it is held from dlt's first connection, which
-    creates it. Messages name `shown` (the published file)."""
-    if warehouse.exists():
-        try:
-            _HELD[warehouse] = _Hold.borrowed(_pool_of(warehouse))
-        except duckdb.Error as error:
-            raise unusable(shown or warehouse, error) from None
-    else:
-        _AWAITED.add(warehouse)
-    try:
-        yield
-    finally:
-        with _HOLDING:
-            _AWAITED.discard(warehouse)
-            held = _HELD.pop(warehouse, None)
-        if held is not None:
-            held.release()
-
-
-def _pool_of(warehouse: Path) -> DuckDbConnectionPool:
-    pool = warehouse_credentials(warehouse).conn_pool
-    assert pool is not None, "dlt makes the pool as it resolves the credentials"
-    return pool
-
-
-def _hold_if_awaited(warehouse: Path, pool: DuckDbConnectionPool) -> None:
-    """Hold a run's file that `pool` has just created (see `held_open`)."""
-    with _HOLDING:
-        if warehouse in _AWAITED and warehouse not in _HELD:
-            _AWAITED.discard(warehouse)
-            _HELD[warehouse] = _Hold.borrowed(pool)
-
-
-def compact(warehouse: Path) -> bool:
-    """Write the file afresh (COPY FROM DATABASE into a new file that replaces it), DuckDB's
-    documented way to reclaim space: values deleted or updated stay in the old file's free
-    blocks, and an erasure or a new privacy policy must not leave them there.
-
-    Only when nothing else in this process has the file open (the connection `held_open`
-    keeps is let go and opened again on the new file); otherwise nothing happens and False
-    is returned."""
-    fresh = warehouse.with_name(f".{warehouse.name}.compacting")
-    fresh.unlink(missing_ok=True)
-    held = _HELD.pop(warehouse, None)
-    connection = held.connection if held else duckdb.connect(str(warehouse))
-    try:
-        found = connection.execute("select current_database()").fetchone()
-        name = str(found[0]) if found else warehouse.stem
-        target = str(fresh).replace("'", "''")
-        connection.execute(f"attach '{target}' as signing_compacted")
-        connection.execute(f'copy from database "{name}" to signing_compacted')
-        connection.execute("detach signing_compacted")
-    finally:
-        if held is not None:
-            held.release()
-        else:
-            connection.close()
-    alone = _closed_everywhere(warehouse)
-    if alone:
-        fresh.replace(warehouse)
-    else:
-        fresh.unlink(missing_ok=True)
-    if held is not None:
-        _HELD[warehouse] = _Hold.borrowed(_pool_of(warehouse))
-    return alone
-
-
-def _closed_everywhere(warehouse: Path) -> bool:
-    """Whether no connection of this process has the file open any more: DuckDB refuses a
-    read-only connection to a file it holds open for writing."""
-    if Path(f"{warehouse}.wal").exists():
-        return False
-    try:
-        duckdb.connect(str(warehouse), read_only=True).close()
-    except duckdb.Error:
-        return False
-    return True
 
 
 def models_problem(warehouse: Path, dbt_dir: Path, shown: Path | None = None) -> str | None:
@@ -270,15 +116,6 @@ class DuckDBReader:
 
     def execute_sql(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         return self.connection.execute(sql.replace("%s", "?"), list(args)).fetchall()
-
-
-@contextlib.contextmanager
-def beside_the_run(warehouse: Path, dataset_name: str) -> Iterator[DuckDBReader]:
-    """A reader of the file a run holds open: a cursor of the run's own connection (a
-    read-only one would be refused while it is open for writing), opened in microseconds."""
-    held = _HELD.get(warehouse)
-    with held.connection.cursor() if held else duckdb.connect(str(warehouse)) as connection:
-        yield DuckDBReader(connection, dataset_name)
 
 
 @contextlib.contextmanager

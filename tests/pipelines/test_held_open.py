@@ -15,7 +15,7 @@ import pytest
 from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool
 
 from pipelines.load.run import load_incremental
-from pipelines.warehouse import Warehouse, _duckdb
+from pipelines.warehouse import Warehouse, _run_file
 from sandbox import RunningSandbox
 from tests.support import fast
 
@@ -25,13 +25,13 @@ def borrows_while_held(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool
     """Each connection dlt's pools hand to dlt's clients during the test (the run's own hold
     is taken apart): the file, and whether this process's run held it once it was handed."""
     seen: list[tuple[Path, bool]] = []
-    pool_class = type(_duckdb._pool_of(Path("any.duckdb")))
+    pool_class = type(_run_file._pool_of(Path("any.duckdb")))
     borrow = pool_class.borrow_conn
 
     def watched(pool: DuckDbConnectionPool, *args: Any, **kwargs: Any) -> Any:
         connection = borrow(pool, *args, **kwargs)
         path = Path(str(pool.credentials.database))
-        seen.append((path, path in _duckdb._HELD))
+        seen.append((path, path in _run_file._HELD))
         return connection
 
     monkeypatch.setattr(pool_class, "borrow_conn", watched)
@@ -66,8 +66,8 @@ def test_a_run_holds_its_file_from_the_first_connection_to_its_end(
     assert len(of_the_run) > 5, f"dlt borrowed {len(of_the_run)} connections only"
     unheld = of_the_run.count(False)  # a first run's first one is held as it creates the file
     assert unheld == 0, f"{unheld} of {len(of_the_run)} connections opened the file again"
-    assert working not in _duckdb._HELD
-    assert working not in _duckdb._AWAITED
+    assert working not in _run_file._HELD
+    assert working not in _run_file._AWAITED
     assert opens_read_only(working), "the run's hold outlived it"
 
 
@@ -76,10 +76,10 @@ def test_a_run_that_creates_nothing_holds_nothing(tmp_path: Path) -> None:
     leaves nothing awaited behind."""
     warehouse = Warehouse.at(tmp_path / "signing.duckdb")
     with warehouse.writer():
-        assert warehouse.working_path in _duckdb._AWAITED
+        assert warehouse.working_path in _run_file._AWAITED
     assert not warehouse.working_path.exists()
-    assert warehouse.working_path not in _duckdb._AWAITED
-    assert warehouse.working_path not in _duckdb._HELD
+    assert warehouse.working_path not in _run_file._AWAITED
+    assert warehouse.working_path not in _run_file._HELD
 
 
 def test_the_users_connection_settings_do_not_split_the_runs_database(
@@ -101,3 +101,40 @@ def test_the_users_connection_settings_do_not_split_the_runs_database(
         loaded = connection.execute("select count(*) from raw.shipments").fetchone()
     assert loaded is not None
     assert loaded[0] == len(shared_sandbox.store.shipments.by_id)
+
+
+def test_a_hold_inside_a_hold_is_part_of_it(shared_sandbox: RunningSandbox, tmp_path: Path) -> None:
+    warehouse = Warehouse.at(tmp_path / "signing.duckdb")
+    assert load_incremental(warehouse.path, settings=fast(shared_sandbox)).exit_code == 0
+    with warehouse.writer():
+        held = _run_file._HELD[warehouse.working_path]
+        with warehouse.writer():
+            assert _run_file._HELD[warehouse.working_path] is held
+        assert _run_file._HELD.get(warehouse.working_path) is held, "the inner hold let go"
+    assert warehouse.working_path not in _run_file._HELD
+    assert opens_read_only(warehouse.working_path), "a hold outlived its run"
+
+
+def test_compacting_a_held_file_takes_the_hold_again_on_the_new_one(
+    shared_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a connect-time setting of the user's too: the hold on the new file is opened as
+    dlt's connections are, and a reader beside the run shares it."""
+    monkeypatch.setenv(
+        "DESTINATION__DUCKDB__CREDENTIALS__GLOBAL_CONFIG",
+        '{"custom_user_agent": "signing-etl-test", "memory_limit": "512MB"}',
+    )
+    warehouse = Warehouse.at(tmp_path / "signing.duckdb")
+    assert load_incremental(warehouse.path, settings=fast(shared_sandbox)).exit_code == 0
+    with warehouse.writer():
+        before = _run_file._HELD[warehouse.working_path]
+        assert warehouse.compact()
+        after = _run_file._HELD.get(warehouse.working_path)
+        assert after is not None
+        assert after is not before
+        shipments = [(len(shared_sandbox.store.shipments.by_id),)]
+        with warehouse.run_reader() as reader:
+            assert reader.execute_sql("select count(*) from raw.shipments") == shipments
+        with warehouse.writing_client() as client:  # dlt's own, as the rest of a run's are
+            assert client.execute_sql("select count(*) from raw.shipments") == shipments
+    assert opens_read_only(warehouse.working_path), "the hold taken again outlived the run"
