@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import certifi
 import httpcore
 import httpx
 
@@ -141,14 +142,23 @@ class DeadlineTransport(httpx.HTTPTransport):
 
 def tls_context() -> ssl.SSLContext:
     """httpx's own default TLS context (certifi's CAs, or `SSL_CERT_FILE` / `SSL_CERT_DIR`),
-    made once per CA setting and shared by every client of the process: making it reads the
-    CA bundle, about 20 ms of CPU for each client otherwise. A context is safe to share."""
-    return _tls_context_for(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    shared by the clients of the process while the CAs it read stay as they are: making it
+    reads the CA bundle, about 20 ms of CPU a client otherwise. A changed variable or a
+    rewritten bundle (a certifi upgraded under a long-running receiver) makes a new one."""
+    cert_file = os.environ.get("SSL_CERT_FILE")
+    cert_dir = os.environ.get("SSL_CERT_DIR")
+    cas = cert_file or cert_dir or certifi.where()
+    try:
+        found = os.stat(cas)
+        version = (found.st_mtime_ns, found.st_size, found.st_ino)
+    except OSError:
+        version = None  # httpx says why when it reads them
+    return _tls_context_for(cert_file, cert_dir, os.environ.get("SSLKEYLOGFILE"), cas, version)
 
 
 @functools.lru_cache(maxsize=4)
-def _tls_context_for(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
-    return httpx.create_ssl_context()  # reads the same two variables
+def _tls_context_for(*settings: object) -> ssl.SSLContext:
+    return httpx.create_ssl_context()  # reads the same variables and files
 
 
 def proxy_for(url: httpx.URL) -> str | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sources.signing.transport import DeadlineTransport
+from sources.signing.transport import DeadlineTransport, tls_context
 
 ANSWER = b'{"workspace": "tls"}'
 
@@ -31,17 +31,22 @@ class _Answering(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def https_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """An HTTPS server on loopback whose certificate no public CA signed, and that certificate."""
-    folder = tmp_path_factory.mktemp("tls")
-    certificate, key = folder / "server.pem", folder / "server.key"
+def self_signed(folder: Path, name: str) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that no public CA signed, and its key."""
+    certificate, key = folder / f"{name}.pem", folder / f"{name}.key"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
          "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
          "-keyout", str(key), "-out", str(certificate)],
         check=True, capture_output=True,
     )  # fmt: skip
+    return certificate, key
+
+
+@pytest.fixture(scope="module")
+def https_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """An HTTPS server on loopback whose certificate no public CA signed, and that certificate."""
+    certificate, key = self_signed(tmp_path_factory.mktemp("tls"), "server")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(certificate, key)
@@ -77,6 +82,23 @@ def test_the_cas_the_environment_names_are_trusted_and_only_there(
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     monkeypatch.setenv("SSL_CERT_FILE", str(certificate))
     assert fetched(url) == ANSWER
+    assert tls_context() is tls_context(), "each client made a TLS context of its own"
     monkeypatch.delenv("SSL_CERT_FILE")
     with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
         fetched(url)
+
+
+def test_a_ca_bundle_rewritten_in_place_is_read_again(
+    https_server: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-running process (the receiver, Dagster) sees its CA bundle updated in place."""
+    url, certificate = https_server
+    other, _ = self_signed(tmp_path, "other")
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes(other.read_bytes())
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        fetched(url)
+    bundle.write_bytes(other.read_bytes() + certificate.read_bytes())
+    assert fetched(url) == ANSWER
