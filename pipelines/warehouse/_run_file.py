@@ -17,7 +17,16 @@ import duckdb
 from dlt.common.configuration import configspec, resolve_configuration
 from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool, DuckDbCredentials
 
-from ._duckdb import DUCKDB, DUCKDB_MEMORY_LIMIT, DuckDBReader, LoadFileFormat, unusable
+from pipelines.errors import WarehouseError, first_line
+
+from ._duckdb import (
+    DUCKDB,
+    DUCKDB_MEMORY_LIMIT,
+    DuckDBReader,
+    LoadFileFormat,
+    open_error,
+    unusable,
+)
 
 
 @configspec(init=False)
@@ -104,13 +113,25 @@ def held_open(warehouse: Path, shown: Path | None = None) -> Iterator[None]:
         try:
             held = _Hold.borrowed(_pool_of(warehouse))
         except duckdb.Error as error:
-            raise unusable(shown or warehouse, error) from None
+            raise _refused(shown or warehouse, warehouse, error) from None
         with _HOLDING:
             _HELD[warehouse] = held
     try:
         yield
     finally:
         _let_go(warehouse)
+
+
+def _refused(shown: Path, warehouse: Path, error: duckdb.Error) -> WarehouseError:
+    """Why the hold was refused: the file itself, or the user's settings that every
+    connection of the run applies (an extension that does not load, a statement that fails),
+    which moving the file away would not mend."""
+    if open_error(warehouse) is not None:
+        return unusable(shown, error)
+    return WarehouseError(
+        f"cannot open {shown} with the DuckDB settings configured ({first_line(error)}); check "
+        "[destination.duckdb.credentials] (extensions, global_config, statements)"
+    )
 
 
 def _pool_of(warehouse: Path) -> DuckDbConnectionPool:

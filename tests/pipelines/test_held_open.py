@@ -17,7 +17,7 @@ from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool
 from pipelines.load.run import load_incremental
 from pipelines.warehouse import Warehouse, _run_file
 from sandbox import RunningSandbox
-from tests.support import fast
+from tests.support import cli_env, describe, error_lines, fast, load_args, run_cli
 
 
 @pytest.fixture
@@ -138,3 +138,25 @@ def test_compacting_a_held_file_takes_the_hold_again_on_the_new_one(
         with warehouse.writing_client() as client:  # dlt's own, as the rest of a run's are
             assert client.execute_sql("select count(*) from raw.shipments") == shipments
     assert opens_read_only(warehouse.working_path), "the hold taken again outlived the run"
+
+
+def test_settings_that_fail_on_open_are_named_and_the_file_is_not_blamed(
+    shared_sandbox: RunningSandbox, tmp_path: Path
+) -> None:
+    """An extension that does not load: the run stops in one line that points at the
+    settings; a line telling the operator to move a good warehouse away would cost them it."""
+    published = tmp_path / "signing.duckdb"
+    assert load_incremental(published, settings=fast(shared_sandbox)).exit_code == 0
+    before = published.read_bytes()
+    env = cli_env(shared_sandbox)
+    env["DESTINATION__DUCKDB__CREDENTIALS__EXTENSIONS"] = '["signing_no_such_extension"]'
+
+    result = run_cli(load_args(published), cwd=tmp_path, env=env)
+
+    assert result.returncode == 1, describe(result)
+    errors = error_lines(result.stderr)
+    assert len(errors) == 1, describe(result)
+    assert "with the DuckDB settings configured" in errors[0]
+    assert "signing_no_such_extension" in errors[0]
+    assert "move it away" not in result.stderr
+    assert published.read_bytes() == before
