@@ -19,6 +19,12 @@ from pipelines.warehouse import Warehouse, _run_file
 from sandbox import RunningSandbox
 from tests.support import cli_env, describe, error_lines, fast, load_args, run_cli
 
+# A setting DuckDB takes only as it opens a file, in the user's `global_config`.
+CONNECT_TIME_SETTING = (
+    "DESTINATION__DUCKDB__CREDENTIALS__GLOBAL_CONFIG",
+    '{"custom_user_agent": "signing-etl-test", "memory_limit": "512MB"}',
+)
+
 
 @pytest.fixture
 def borrows_while_held(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, bool]]:
@@ -89,10 +95,7 @@ def test_the_users_connection_settings_do_not_split_the_runs_database(
     `global_config`: every connection of the run opens with it, as dlt's own do, so they
     share one database; one opened without it would be refused by DuckDB ("a different
     configuration than existing connections")."""
-    monkeypatch.setenv(
-        "DESTINATION__DUCKDB__CREDENTIALS__GLOBAL_CONFIG",
-        '{"custom_user_agent": "signing-etl-test", "memory_limit": "512MB"}',
-    )
+    monkeypatch.setenv(*CONNECT_TIME_SETTING)
     published = tmp_path / "signing.duckdb"
     for run in ("first", "again"):
         result = load_incremental(published, settings=fast(shared_sandbox))
@@ -120,10 +123,7 @@ def test_compacting_a_held_file_takes_the_hold_again_on_the_new_one(
 ) -> None:
     """With a connect-time setting of the user's too: the hold on the new file is opened as
     dlt's connections are, and a reader beside the run shares it."""
-    monkeypatch.setenv(
-        "DESTINATION__DUCKDB__CREDENTIALS__GLOBAL_CONFIG",
-        '{"custom_user_agent": "signing-etl-test", "memory_limit": "512MB"}',
-    )
+    monkeypatch.setenv(*CONNECT_TIME_SETTING)
     warehouse = Warehouse.at(tmp_path / "signing.duckdb")
     assert load_incremental(warehouse.path, settings=fast(shared_sandbox)).exit_code == 0
     with warehouse.writer():
