@@ -18,12 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.child import UNBOUNDED_BURST, UNBOUNDED_RATE
 from pipelines.load.run import load_incremental
 from sandbox import RunningSandbox, SandboxConfig
 from sources.signing import Pacing, configured_source
 
 START_MS = 1_767_225_600_000
-UNBOUNDED = Pacing(requests_per_second=10_000, burst=10_000)
+UNBOUNDED = Pacing(requests_per_second=UNBOUNDED_RATE, burst=UNBOUNDED_BURST)
 
 
 def timed_load(warehouse: Path, running: RunningSandbox) -> float:

@@ -104,12 +104,13 @@ def held_open(warehouse: Path, shown: Path | None = None) -> Iterator[None]:
     file is part of it. Messages name `shown` (the published file)."""
     with _HOLDING:
         nested = warehouse in _HELD or warehouse in _AWAITED
-        if not nested and not warehouse.exists():
+        exists = warehouse.exists()
+        if not nested and not exists:
             _AWAITED.add(warehouse)
     if nested:
         yield
         return
-    if warehouse.exists():
+    if exists:
         try:
             held = _Hold.borrowed(_pool_of(warehouse))
         except duckdb.Error as error:
@@ -171,8 +172,9 @@ def compact(warehouse: Path) -> bool:
     with _HOLDING:
         held = _HELD.pop(warehouse, None)
     try:
-        connection = held.connection if held else duckdb.connect(str(warehouse))
+        copying = held or _Hold.borrowed(_pool_of(warehouse))
         try:
+            connection = copying.connection
             found = connection.execute("select current_database()").fetchone()
             name = str(found[0]) if found else warehouse.stem
             target = str(fresh).replace("'", "''")
@@ -180,10 +182,7 @@ def compact(warehouse: Path) -> bool:
             connection.execute(f'copy from database "{name}" to signing_compacted')
             connection.execute("detach signing_compacted")
         finally:
-            if held is not None:
-                held.release()
-            else:
-                connection.close()
+            copying.release()
         alone = _closed_everywhere(warehouse)
         if alone:
             fresh.replace(warehouse)
