@@ -9,7 +9,8 @@ holds and what this module did to it, never what the models say:
 - every mart with an id carries its key across workspaces (`<workspace_id>:<id>`), unique
   although the ids repeat;
 - `dim_documents` keeps deleted documents, flagged, so a join from shipments or recipients to
-  their document drops no row;
+  their document drops no row; a document deleted before the first load, which the pipeline
+  never sees, is there too, named by its shipments;
 - `fct_recipients` and the status-interval marts carry the names a report shows;
 - `fct_deleted_records` and `fct_deletions_by_day` list and count what was deleted, noticed
   after the deletion and last seen alive before it;
@@ -93,6 +94,7 @@ class Traps:
     place: WarehouseUnderTest
     running: RunningSandbox
     deleted: dict[tuple[str, str], set[str]]  # (workspace id, kind) -> ids the sandbox deleted
+    gone_first: dict[str, str]  # workspace id -> the document deleted before the first load
     deleting_began: datetime
     deleting_ended: datetime
     touched_contact: str  # workspace w1's contact whose `updated_at` alone moved
@@ -127,6 +129,20 @@ def _delete(running: RunningSandbox) -> dict[tuple[str, str], set[str]]:
     return deleted
 
 
+def _delete_a_document_before_the_first_load(running: RunningSandbox) -> dict[str, str]:
+    """Each workspace's most sent document is deleted before the warehouse ever sees it; its
+    shipments stay and name it."""
+    gone: dict[str, str] = {}
+    for store in running.stores:
+        workspace = store.workspace.id
+        sent = Counter(shipment.document_id for shipment in store.shipments.by_id.values())
+        ((document_id, _),) = sent.most_common(1)
+        query = f"/delete?workspace={workspace}"
+        admin(running, "POST", query, {"kind": "documents", "id": document_id})
+        gone[workspace] = document_id
+    return gone
+
+
 def _change_contacts(store: Store) -> tuple[str, tuple[str, str, str]]:
     """One contact's `updated_at` moves with nothing else (as a change of custom properties
     moves it); another contact is renamed."""
@@ -148,13 +164,14 @@ def traps(
     folder = tmp_path_factory.mktemp(f"traps_{request.param}")
     place = warehouse_under_test(request.param, folder, request)
     with RunningSandbox(*colliding_workspaces(seed=29, shipments=80)) as running:
+        gone_first = _delete_a_document_before_the_first_load(running)
         _load_and_build(place, running, reconcile=False)
         began = datetime.now(UTC)
         deleted = _delete(running)
         ended = datetime.now(UTC)
         touched, renamed = _change_contacts(running.stores[0])
         _load_and_build(place, running, reconcile=True)
-        yield Traps(place, running, deleted, began, ended, touched, renamed)
+        yield Traps(place, running, deleted, gone_first, began, ended, touched, renamed)
 
 
 # ---------------------------------------------------------------------- keys
@@ -201,14 +218,36 @@ def test_dim_documents_keeps_deleted_documents_flagged(traps: Traps) -> None:
     for (workspace, kind), ids in traps.deleted.items():
         if kind == "documents":
             expected.update({(workspace, document_id): True for document_id in ids})
+    expected.update(dict.fromkeys(traps.gone_first.items(), True))
     found = traps.rows("select workspace_id, document_id, is_deleted from marts.dim_documents")
     assert {(w, d): bool(flag) for w, d, flag in found} == expected
+
+
+def test_a_document_deleted_before_the_first_load_is_named_by_its_shipments(
+    traps: Traps,
+) -> None:
+    expected = {}
+    for store in traps.running.stores:
+        workspace = store.workspace.id
+        document_id = traps.gone_first[workspace]
+        assert document_id not in store.documents.by_id  # still deleted
+        shipments = [x for x in store.shipments.by_id.values() if x.document_id == document_id]
+        assert shipments, "the test needs shipments of the document"
+        latest = max(shipments, key=lambda x: (x.created_at, x.id))
+        sent = sum(any(r.sent_at for r in x.recipients) for x in shipments)
+        expected[workspace, document_id] = (latest.document_name, False, len(shipments), sent)
+    found = traps.rows(
+        "select workspace_id, document_id, document_name, is_loaded, count_shipments, "
+        "count_shipments_sent from marts.dim_documents where not is_loaded"
+    )
+    assert {(w, d): (n, bool(f), c, s) for w, d, n, f, c, s in found} == expected
 
 
 def test_joining_documents_drops_no_shipment_or_recipient_of_a_deleted_document(
     traps: Traps,
 ) -> None:
     gone = {(w, i) for (w, kind), ids in traps.deleted.items() if kind == "documents" for i in ids}
+    gone |= set(traps.gone_first.items())
     shipments = [
         (s.workspace.id, x) for s in traps.running.stores for x in s.shipments.by_id.values()
     ]

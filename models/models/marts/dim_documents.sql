@@ -1,13 +1,85 @@
--- One row per workspace and document (template) loaded: its properties, its fields, and how its
--- shipments did. A document the service deleted stays, flagged (`is_deleted`, `deleted_at`):
--- its live shipments still name it, and a join from them must not lose them. Ids are unique
--- only within a workspace: every join carries `workspace_id` (or use `document_key`).
+-- One row per workspace and document (template) loaded or named by a loaded shipment: its
+-- properties, its fields, and how its shipments did. A document the service deleted stays,
+-- flagged (`is_deleted`, `deleted_at`): its live shipments still name it, and a join from them
+-- must not lose them. So does one deleted before the warehouse's first load, which only its
+-- shipments name (`is_loaded` false): its name is theirs, its other properties unknown. Ids are
+-- unique only within a workspace: every join carries `workspace_id` (or use `document_key`).
 
 with
 
+loaded_documents as (
+
+    select
+        *,
+        true as is_loaded
+
+    from {{ ref('stg_signing__documents') }}
+
+),
+
+named_by_shipments as (
+
+    -- the documents shipments name, each with the name its most recent shipment gave it
+    select
+        workspace_id,
+        document_id,
+        document_name,
+        row_number() over (
+            partition by workspace_id, document_id
+            order by created_at desc, shipment_id desc
+        ) as recency
+
+    from {{ ref('stg_signing__shipments') }}
+    where document_id is not null
+
+),
+
+named_only as (
+
+    select
+        named.document_id,
+        named.workspace_id,
+        cast(null as {{ dbt.type_string() }}) as folder_id,
+        cast(null as {{ dbt.type_string() }}) as theme_id,
+        named.document_name,
+        cast(null as {{ dbt.type_string() }}) as document_kind,
+        cast(null as {{ dbt.type_string() }}) as language,
+        cast(null as {{ dbt.type_string() }}) as document_status,
+        cast(null as {{ dbt.type_int() }}) as signer_count,
+        cast(null as {{ dbt.type_boolean() }}) as is_password_protected,
+        cast(null as {{ type_timestamp_tz() }}) as created_at,
+        cast(null as {{ type_timestamp_tz() }}) as updated_at,
+        -- the service no longer serves it; when it went is unknown
+        true as is_deleted,
+        cast(null as {{ type_timestamp_tz() }}) as deleted_at,
+        false as is_loaded
+
+    from named_by_shipments as named
+    where named.recency = 1
+        and not exists (
+            select 1
+            from loaded_documents
+            where loaded_documents.workspace_id = named.workspace_id
+                and loaded_documents.document_id = named.document_id
+        )
+
+),
+
 documents as (
 
-    select * from {{ ref('stg_signing__documents') }}
+    select
+        document_id, workspace_id, folder_id, theme_id, document_name, document_kind, language,
+        document_status, signer_count, is_password_protected, created_at, updated_at,
+        is_deleted, deleted_at, is_loaded
+    from loaded_documents
+
+    union all
+
+    select
+        document_id, workspace_id, folder_id, theme_id, document_name, document_kind, language,
+        document_status, signer_count, is_password_protected, created_at, updated_at,
+        is_deleted, deleted_at, is_loaded
+    from named_only
 
 ),
 
@@ -113,7 +185,8 @@ final as (
 
         -- deleted by the service (when the pipeline noticed): kept so that joins keep rows
         documents.is_deleted,
-        documents.deleted_at
+        documents.deleted_at,
+        documents.is_loaded
 
     from documents
     left join fields_rolled_up

@@ -107,18 +107,10 @@ joined as (
 
 ),
 
-milestones as (
+ends as (
 
     select
         *,
-        coalesce(
-            event_completed_at,
-            -- every recipient signed: the last signature completes the shipment
-            case
-                when count_recipients > 0 and count_recipients_signed = count_recipients
-                    then last_signed_at
-            end
-        ) as completed_at,
         coalesce(
             event_expired_at,
             case when shipment_status = 'expired' then expires_at end
@@ -126,6 +118,27 @@ milestones as (
         coalesce(event_revoked_at, revoked_at) as revoked_at_resolved
 
     from joined
+
+),
+
+milestones as (
+
+    select
+        *,
+        coalesce(
+            event_completed_at,
+            -- every recipient signed: the last signature completes the shipment, unless it
+            -- was revoked or expired before that signature (the service ended it there)
+            case
+                when count_recipients > 0
+                    and count_recipients_signed = count_recipients
+                    and not coalesce(revoked_at_resolved <= last_signed_at, false)
+                    and not coalesce(expired_at <= last_signed_at, false)
+                    then last_signed_at
+            end
+        ) as completed_at
+
+    from ends
 
 ),
 
