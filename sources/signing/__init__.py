@@ -16,7 +16,7 @@ import dlt
 from dlt.sources import DltResource
 
 from . import settings
-from .children import fetch_for_each
+from .children import Version, fetch_for_each, listed_versions, not_yet_fetched
 from .columns import PERSONAL_COLUMNS, column_hints
 from .configuration import Pacing, SigningConfiguration, configured_source
 from .connection import connect
@@ -216,13 +216,14 @@ def _document_detail(context: SyncContext, document_id: str) -> list[Record]:
 def documents(context: SyncContext) -> Iterator[list[Record]]:
     """Changed documents, read whole: blocks and theme come only from GET /documents/{id}."""
     state = list_state(context, "documents")
-    pending: dict[str, int] = state.setdefault(settings.STATE_PENDING_DETAILS, {})
+    pending: dict[str, Version] = state.setdefault(settings.STATE_PENDING_DETAILS, {})
     detail = partial(_document_detail, context)
+    settled: dict[str, Version] = {}
     try:
-        backlog = fetch_for_each(context, list(pending), detail, pending, "documents")
+        backlog = fetch_for_each(context, dict(pending), detail, pending, "documents", settled)
         yield from _counted(context, "documents", backlog)
         for page in list_pages(context, "documents", state):
-            changed = [d["id"] for d in page]
+            changed = not_yet_fetched(listed_versions(page), settled)
             details = fetch_for_each(context, changed, detail, pending, "documents")
             yield from _counted(context, "documents", details)
     except RunStopped:
@@ -265,13 +266,17 @@ def _children_of(
     a stopped run left in this transformer's state (started again, on the kick, by a refresh
     of the shipments)."""
     state = list_state(context, "shipments", restarts=item["kick"])
-    pending: dict[str, int] = state.setdefault(settings.STATE_PENDING, {})
+    pending: dict[str, Version] = state.setdefault(settings.STATE_PENDING, {})
     # dlt interleaves this generator's calls: only the first (kick) item takes the backlog a
-    # stopped run left, or two calls would fetch the same ids.
-    backlog = list(pending) if item["kick"] else []
-    ids = backlog + [s["id"] for s in item["shipments"]]
+    # stopped run left, or two calls would fetch the same ids; what it fetched is not fetched
+    # again for a later page that lists the same shipment unchanged.
+    settled = context.settled_children.setdefault(table, {})
+    if item["kick"]:
+        ids = dict(pending)
+    else:
+        ids = not_yet_fetched(listed_versions(item["shipments"]), settled)
     try:
-        fetched = fetch_for_each(context, ids, fetch_one, pending, "shipments")
+        fetched = fetch_for_each(context, ids, fetch_one, pending, "shipments", settled)
         yield from _counted(context, table, fetched)
     except RunStopped:
         return

@@ -43,6 +43,9 @@ class SyncContext:
     # Records read by id (`records_source`) that the service would not serve (`Unserved`), by
     # (kind, id), with the reason: the webhook drain sets their deliveries aside.
     unserved: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Per child table, the shipments whose children this run fetched, with the version
+    # listed (`children.fetch_for_each`): a later page listing one unchanged skips it.
+    settled_children: dict[str, dict[str, Any]] = field(default_factory=dict)
     guard: FieldGuard = field(init=False)
     _me: dict[str, Any] | None = None
     _pool: ThreadPoolExecutor | None = None

@@ -306,6 +306,48 @@ def test_children_left_by_a_stopped_run_are_fetched_when_nothing_else_changed(
     assert duplicate_keys(warehouse) == {}
 
 
+@pytest.mark.parametrize(
+    ("budget", "stops_among"),
+    [(5, "/documents/{id}"), (30, "/shipments/{id}/events")],
+    ids=["among-document-details", "among-shipment-children"],
+)
+def test_what_a_stopped_run_fetched_is_kept_and_no_parent_is_asked_twice(
+    make_sandbox: SandboxFactory, tmp_path: Path, budget: int, stops_among: str
+) -> None:
+    """A budget stops a first load while its details or children are under way. The details
+    the stopped run received are loaded by it (not dropped with the requests still queued),
+    and the next run, which fetches the stopped run's backlog first and then lists the same
+    parents again, asks for each parent once at most; a shipment's trail and fields are asked
+    for once over both runs (its page was done, so only the backlog holds it)."""
+    running = make_sandbox(shipments=40, limits_enabled=False)
+    store = running.store
+    warehouse = tmp_path / "signing.duckdb"
+
+    with pointed_at(running):
+        first = load_incremental(warehouse, LoadOptions(max_requests=budget), settings=fast())
+        second = load_incremental(warehouse, settings=fast())
+
+    assert first.stopped is not None
+    assert first.stats.by_endpoint.get(stops_among, 0) > 0, first.stats.by_endpoint
+    asked = {
+        endpoint: (first.stats.by_endpoint.get(endpoint, 0), second.stats.by_endpoint[endpoint])
+        for endpoint in ("/documents/{id}", "/shipments/{id}/events", "/shipments/{id}/fields")
+    }
+    documents, shipments = len(store.documents.by_id), len(store.shipments.by_id)
+    kept_documents = first.rows.get("documents", 0)
+    assert kept_documents == asked["/documents/{id}"][0]  # every detail received is loaded
+    # Stopped among the details, the next run asks for each document once (its backlog, then
+    # the others of the page listed again); stopped later, for none.
+    assert asked["/documents/{id}"][1] == (documents if kept_documents < documents else 0)
+    assert first.rows.get("shipments", 0) in (0, shipments)  # one page, listed whole or not
+    if first.rows.get("shipments"):  # its cursor moved: the children are asked once in all
+        assert sum(asked["/shipments/{id}/events"]) == shipments, asked
+        assert sum(asked["/shipments/{id}/fields"]) == shipments, asked
+    assert second.stopped is None
+    assert differences(warehouse, store) == {}
+    assert duplicate_keys(warehouse) == {}
+
+
 # ---------------------------------------------------------------------- SIGKILL
 @pytest.mark.parametrize("seed", [1, 5, 2])
 def test_a_run_killed_at_any_moment_is_completed_by_the_next(
