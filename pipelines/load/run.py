@@ -245,7 +245,7 @@ class _Run:
         )
         if ledger is not None:
             held.callback(ledger.close)
-            ledger.watch(source)
+            ledger.watch(source, _lists_with_cursors(pipeline))
         return self._run(connection, pipeline, source, ledger)
 
     def _pipeline(self, workspace_id: str, folder: Path) -> dlt.Pipeline:
@@ -307,10 +307,10 @@ class _Run:
         codes = [reason.exit_code if reason else EXIT_DONE, EXIT_FAILED if refused else EXIT_DONE]
         stopped = "; ".join(filter(None, [refused, self.control.stats.stop_reason])) or None
         result = self.result(worst_exit_code(codes), stopped, steps, info, decided, marked)
-        # What the webhooks missed and brought, then their inbox settled. A full refresh reads
-        # every record again, not only the changes, so it counts nothing as missed.
+        # What the webhooks missed and brought, then their inbox settled. A full refresh or a
+        # first load reads every record, not only the changes, so it counts nothing as missed.
         if ledger is not None:
-            if not self.options.full_refresh:
+            if not self.options.full_refresh and ledger.counting:
                 result.missed_by_webhooks, result.brought_by_webhooks = ledger.counts()
             ledger.settle(result.exit_code == EXIT_DONE, info.loads_ids if info else [])
         record_incomplete_shipments(pipeline, workspace_id, incomplete_shipments(pipeline.state))
@@ -377,3 +377,8 @@ class _Run:
             # is no place for a warehouse, and a first DuckDB run that failed, leave nothing.
             with contextlib.suppress(OSError):  # the disk may be too full for that as well
                 journal_run(self.warehouse, ended.record(self.control.run_id))
+
+
+def _lists_with_cursors(pipeline: dlt.Pipeline) -> set[str]:
+    """The lists this workspace's last runs left a cursor for: a run reads only their changes."""
+    return {status.name for status in describe_sync(pipeline.state) if status.cursor}

@@ -71,6 +71,7 @@ class Reconciliation:
         self.workspace_id = workspace_id
         self.reach = reach
         self.seen = RowDigests()
+        self.counting = False  # whether the poll reads any list from a cursor (`watch`)
         self.taken = inbox.waiting_for(workspace_id, started)
 
     @classmethod
@@ -108,11 +109,14 @@ class Reconciliation:
         warn = connection.client.stats.warn
         return cls.for_workspace(warehouse, connection.workspace_id, started, reach, warn)
 
-    def watch(self, source: Any) -> None:
-        """Look at the source's shipment and contact rows as the poll extracts them, and load
-        the deliveries taken with them."""
+    def watch(self, source: Any, incremental: Iterable[str]) -> None:
+        """Look at the source's shipment and contact rows as the poll extracts them, of the
+        lists in `incremental` (those read from a cursor: a first pass reads every record, not
+        the changes, so none of its rows was missed), and load the deliveries taken with them."""
         chosen = source.selected_resources
-        self.seen.watch((table, chosen[table]) for table in RECORD_TABLES if table in chosen)
+        counted = [table for table in RECORD_TABLES if table in chosen and table in incremental]
+        self.seen.watch((table, chosen[table]) for table in counted)
+        self.counting = bool(counted)
         if self.taken:
             source.resources.add(deliveries_resource(self.taken))
 

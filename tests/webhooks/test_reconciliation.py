@@ -110,3 +110,28 @@ def test_dropped_deliveries_are_caught_by_the_next_poll_and_counted_as_missed(
     assert f"webhooks: {len(dropped)} changed shipments and contacts had been missed" in (
         shown.stdout
     )
+
+
+def test_a_first_load_of_a_subscribed_workspace_counts_nothing_as_missed(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """Subscribed before its first load, a workspace's first poll reads every record, not the
+    changes since a cursor: none of them was missed by the webhooks, so none is said to be."""
+    running = make_sandbox(limits_enabled=False, shipments=30, seed=23)
+    env = cli_env(running)
+    warehouse = tmp_path / "signing.duckdb"
+    target = f"http://127.0.0.1:{free_port()}"
+    subscribe = ["webhooks", "subscribe", "--duckdb", str(warehouse), "--target-url", target]
+    subscribed = run_cli(subscribe, cwd=tmp_path, env=env)
+    assert subscribed.returncode == 0, describe(subscribed)
+
+    first = run_cli(load_args(warehouse), cwd=tmp_path, env=env)
+
+    assert first.returncode == 0, describe(first)
+    assert "missed" not in first.stderr, describe(first)
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        counted = db.execute("select missed_by_webhooks from raw._signing_runs").fetchall()
+    assert counted == [(None,)]
+    shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
+    assert shown.returncode == 0, describe(shown)
+    assert "missed" not in shown.stdout, shown.stdout
