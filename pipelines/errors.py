@@ -126,8 +126,8 @@ class QueryRefused(SigningEtlError):
     RULE = "sql runs exactly one read-only statement (select, with, values, explain)"
 
 
-# A setting missing or not of its type, or a privacy policy that makes no sense: every
-# workspace of a run would fail alike, so the first one's failure ends the run.
+# A setting missing or not of its type, or a privacy policy that makes no sense: a failure
+# of the run that meets it, recorded as such (a setting may be one workspace's own).
 CONFIGURATION_FAILURES: tuple[type[BaseException], ...] = (
     ConfigFieldMissingException,
     ConfigurationValueError,

@@ -86,6 +86,11 @@ def load_command(
     window and merges it, leaving every cursor where it was. docs/loading.md says more.
     """
     chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
+    if chosen:
+        try:
+            chosen_resources(chosen)  # an unknown name is a usage error (exit 2)
+        except SigningAPIError as error:
+            raise fail(str(error), EXIT_USAGE) from None
     window = _reload_window(reload, chosen, since, full_refresh, reconcile)
     if since is not None:
         try:
@@ -98,7 +103,7 @@ def load_command(
             "DuckDB takes one writer, so workspaces load one after another: --parallel needs "
             "a destination that takes concurrent writers, such as --destination postgres"
         )
-    entries = _workspaces_to_load(warehouse, workspace or [], chosen)
+    entries = _workspaces_to_load(warehouse, workspace or [])
     options = LoadOptions(
         since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete, window
     )
@@ -193,15 +198,10 @@ def _build_models_after(warehouse: Warehouse, loads: list[WorkspaceLoad], no_mod
         build_models_or_fail(warehouse)
 
 
-def _workspaces_to_load(
-    warehouse: Warehouse, named: list[str], resources: tuple[str, ...] | None
-) -> list[WorkspaceEntry]:
+def _workspaces_to_load(warehouse: Warehouse, named: list[str]) -> list[WorkspaceEntry]:
     """The configured workspaces asked for, in turn when all are (the one whose last run
-    began longest ago first); an unknown resource or workspace is one line, before any
-    request."""
+    began longest ago first); an unknown workspace is one line, before any request."""
     try:
-        if resources:
-            chosen_resources(resources)
         configured = _configured(warehouse)
         entries = choose(configured, named)
     except EXPECTED_FAILURES as error:

@@ -17,7 +17,6 @@ from typing import Protocol
 
 from pipelines.configuration import WorkspaceEntry
 from pipelines.errors import (
-    CONFIGURATION_FAILURES,
     EXPECTED_FAILURES,
     WarehouseError,
     exit_code_of,
@@ -32,15 +31,17 @@ from sources.signing import RunControl, RunStopped
 
 # What a workspace's load may end with before it loads: a locked or unusable warehouse, a
 # setting missing. Most end the run (`fatal`); a busy or lost workspace lock does not.
-FATAL_FAILURES: tuple[type[BaseException], ...] = (WarehouseError, *CONFIGURATION_FAILURES)
+# What no other workspace could load past either: the warehouse itself. A broken setting is
+# not: each workspace meets it (or not: settings may be a workspace's own) and records it.
+FATAL_FAILURES: tuple[type[BaseException], ...] = (WarehouseError,)
 
 
 @dataclass
 class WorkspaceLoad:
     """How one workspace's load ended, as the CLI exits for it: its code and one-line reason,
     what was loaded (None when it ended before loading anything), and `fatal` when no other
-    workspace can load either (a locked DuckDB file, an unusable warehouse, configuration
-    missing; not one workspace's busy or lost lock)."""
+    workspace can load either (a locked DuckDB file, an unusable warehouse; not one
+    workspace's busy or lost lock, nor a setting, which each workspace's run records)."""
 
     entry: WorkspaceEntry
     code: int
@@ -129,9 +130,10 @@ def load_workspaces(
 ) -> list[WorkspaceLoad]:
     """Each workspace's load, in turn or up to `parallel` at once, as they ended.
 
-    One after another, a signal, or a failure every workspace would meet (the warehouse, the
-    configuration), leaves the rest for the next run; a workspace whose lock another run holds
-    (or that lost it) stops alone, and the others go on.
+    One after another, a signal, or a failure of the warehouse itself, leaves the rest for the
+    next run; a workspace whose lock another run holds (or that lost it) stops alone, and the
+    others go on, as they do past a broken setting: each workspace's run meets it (or not) and
+    is recorded as failed, where `status` reads it.
     Side by side, each runs in a thread with its own pipeline, key and pacer; SIGINT/SIGTERM
     stop every one of them cleanly (signals reach only the main thread), and workspaces not
     started by then wait for the next run."""

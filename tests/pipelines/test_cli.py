@@ -329,6 +329,7 @@ def test_an_unknown_resource_is_a_one_line_error(
     )
 
     assert_one_line_failure(result, "invoices")
+    assert result.returncode == 2, describe(result)  # a usage error, as operations.md says
     assert not any(raw_row_counts(warehouse).values())
 
 
@@ -423,3 +424,30 @@ def test_a_configuration_no_run_can_start_from_is_a_failed_run_in_status_and_fai
     assert workspace["last_run"]["outcome"] == "failed"
     assert "sometimes" in workspace["last_run"]["reason"]
     assert workspace["last_success"]["outcome"] == "completed"
+
+
+@pytest.mark.slow
+def test_a_broken_setting_fails_every_configured_workspace_each_with_its_own_record(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """A setting every workspace meets (the privacy policy's hash key, here missing) does not
+    end the run at the first workspace and leave the others unrecorded: each workspace's run
+    meets it and is recorded as failed, so `status --check` names every one of them."""
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    good = workspaces_env(running, {"acme": running.api_key, "beta": running.api_key})
+    warehouse = tmp_path / "signing.duckdb"
+    loaded = run_cli(load_args(warehouse, "--workspace", "acme"), cwd=tmp_path, env=good)
+    assert loaded.returncode == 0, describe(loaded)
+
+    broken = {**good, "SOURCES__SIGNING__PRIVACY__PRESET": "minimal"}
+    refused = run_cli(load_args(warehouse), cwd=tmp_path, env=broken)
+
+    assert refused.returncode == 1, describe(refused)
+    assert "not started" not in refused.stderr, describe(refused)
+    for name in ("acme", "beta"):
+        assert f"workspace {name}: failed: " in refused.stderr, describe(refused)
+    checked = run_cli(["status", "--duckdb", str(warehouse), "--check"], cwd=tmp_path, env=good)
+    assert checked.returncode == 1, describe(checked)
+    for name in ("acme", "beta"):
+        (line,) = [line for line in error_lines(checked.stderr) if f"workspace {name}:" in line]
+        assert "no hash key is set" in line, line
