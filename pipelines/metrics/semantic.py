@@ -101,8 +101,11 @@ class SemanticLayer:
         """The layer the warehouse's last model build parsed, for its engine.
 
         Raises:
-            MetricsError: no build has parsed a semantic layer for it yet (one line).
+            MetricsError: no such DuckDB file, or no build has parsed a semantic layer for it
+                yet (one line that says which command comes first).
         """
+        if warehouse.is_file and not warehouse.path.exists():  # `models` would say the same
+            raise MetricsError(f"no warehouse at {warehouse.path}; run `signing-etl load` first")
         path = semantic_manifest(warehouse)
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))

@@ -165,14 +165,31 @@ def test_names_the_semantic_layer_does_not_define_are_refused_in_one_line(
 
 
 def test_a_warehouse_without_a_semantic_layer_is_one_line(tmp_path: Path) -> None:
+    warehouse = tmp_path / "unbuilt.duckdb"
+    duckdb.connect(str(warehouse)).close()  # a file, but no model build has parsed it
     result = run_cli(
-        ["metrics", "--metrics", "sent", "--duckdb", str(tmp_path / "none.duckdb")],
+        ["metrics", "--metrics", "sent", "--duckdb", str(warehouse)],
         cwd=tmp_path,
         env=cli_env(None),
     )
     assert result.returncode == 1, describe(result)
     (line,) = error_lines(result.stderr)
     assert "signing-etl models" in line
+
+
+def test_a_missing_warehouse_says_to_load_it_first(tmp_path: Path) -> None:
+    """Not `models`, which would only say the same: the first step is a load."""
+    missing = tmp_path / "none.duckdb"
+    result = run_cli(
+        ["metrics", "--metrics", "sent", "--duckdb", str(missing)],
+        cwd=tmp_path,
+        env=cli_env(None),
+    )
+    assert result.returncode == 1, describe(result)
+    (line,) = error_lines(result.stderr)
+    assert f"no warehouse at {missing}" in line
+    assert "signing-etl load" in line
+    assert not missing.exists()
 
 
 def _comparable(table: MetricsTable) -> list[tuple[Any, ...]]:
