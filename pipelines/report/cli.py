@@ -13,8 +13,6 @@ from pipelines.console.commands import fail, warehouse_named
 from pipelines.console.options import WarehouseDestination, WarehouseFile
 from pipelines.console.tables import out
 from pipelines.errors import SigningEtlError
-from pipelines.raw.run_records import configured_workspaces
-from pipelines.status.read import recorded_runs
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE, Warehouse
 
 
@@ -47,13 +45,6 @@ def write_report_or_fail(
 
     output.info("Writing the report (runs notebooks/signing_funnel.ipynb)…")
     try:
-        chosen = _configured_workspace_id(warehouse, workspace) if workspace else None
-        return write_report(warehouse, out_dir or DEFAULT_REPORTS_DIR, chosen)
+        return write_report(warehouse, out_dir or DEFAULT_REPORTS_DIR, workspace)
     except SigningEtlError as error:
         raise fail(f"report: {error}") from None
-
-
-def _configured_workspace_id(warehouse: Warehouse, workspace: str) -> str:
-    """The workspace id a configured name (`--workspace` of `load`) stands for, or `workspace`
-    as given (an id or the service's name, which the report resolves)."""
-    return configured_workspaces(recorded_runs(warehouse)).get(workspace, workspace)

@@ -105,7 +105,7 @@ def _write(
     }
     name = f"{path.stem}_funnel.html"
     if workspace is not None:
-        chosen = find_workspace(warehouse, workspace).id
+        chosen = find_workspace(warehouse, workspace, names).id
         parameters["workspace"] = chosen
         name = f"{path.stem}_{_file_name_part(names.get(chosen) or workspace)}_funnel.html"
     try:
@@ -142,10 +142,13 @@ def snapshot_marts(warehouse: Warehouse, into: Path) -> Path:
         raise ReportError(str(error)) from None
 
 
-def find_workspace(warehouse: Warehouse | Path, workspace: str) -> LoadedWorkspace:
-    """The workspace of the warehouse (`raw.workspaces`) whose id or name is `workspace`.
+def find_workspace(
+    warehouse: Warehouse | Path, workspace: str, configured: Mapping[str, str] | None = None
+) -> LoadedWorkspace:
+    """The workspace of the warehouse (`raw.workspaces`) whose id, configured name (`configured`:
+    by id, the names `load --workspace` ran under) or name at the service is `workspace`.
 
-    An id matches exactly; a name exactly, else ignoring case and surrounding spaces.
+    Each matches exactly first, then ignoring case and surrounding spaces.
 
     Raises:
         ReportError: no workspace matches, or the name is shared by several (give the id
@@ -153,11 +156,19 @@ def find_workspace(warehouse: Warehouse | Path, workspace: str) -> LoadedWorkspa
     """
     place = Warehouse.of(warehouse)
     known = place.workspaces()
+    names = configured or {}
     wanted = workspace.strip().casefold()
+
+    def folded(text: str | None) -> str:
+        return (text or "").strip().casefold()
+
     for matches in (
         [w for w in known if w.id == workspace],
+        [w for w in known if names.get(w.id) == workspace],
         [w for w in known if w.name == workspace],
-        [w for w in known if (w.name or "").strip().casefold() == wanted],
+        [w for w in known if folded(w.id) == wanted],
+        [w for w in known if folded(names.get(w.id)) == wanted],
+        [w for w in known if folded(w.name) == wanted],
     ):
         if len(matches) == 1:
             return matches[0]
@@ -167,8 +178,14 @@ def find_workspace(warehouse: Warehouse | Path, workspace: str) -> LoadedWorkspa
                 f"{len(matches)} workspaces of {place.label} are named {workspace!r}: "
                 f"give the id of one ({listed})"
             )
-    listed = ", ".join(map(str, known)) or "none loaded yet"
+    listed = ", ".join(_described(w, names) for w in known) or "none loaded yet"
     raise ReportError(f"no workspace {workspace!r} in {place.label}; its workspaces: {listed}")
+
+
+def _described(workspace: LoadedWorkspace, configured: Mapping[str, str]) -> str:
+    """`name (id)`, with the name it is configured under when it has one."""
+    name = configured.get(workspace.id)
+    return f"{workspace} as {name!r}" if name else str(workspace)
 
 
 def execute_notebook(

@@ -136,6 +136,22 @@ def test_a_workspace_is_found_by_its_id_or_its_name_in_any_case(
         assert find_workspace(warehouse, f" {store.workspace.name.lower()} ") == workspace
 
 
+def test_a_workspace_is_found_by_its_configured_name_or_its_id_in_any_case(
+    loaded: tuple[RunningSandbox, Path],
+) -> None:
+    """As `report --workspace` takes them (docs/models.md): `BRAVO` for the workspace loaded
+    as `bravo`, an id in capitals; a name that matches nothing lists the configured names."""
+    running, warehouse = loaded
+    store = running.stores[1]
+    configured = {store.workspace.id: "bravo"}
+    workspace = LoadedWorkspace(id=store.workspace.id, name=store.workspace.name)
+    assert find_workspace(warehouse, "BRAVO", configured) == workspace
+    assert find_workspace(warehouse, f" {store.workspace.id.upper()} ", configured) == workspace
+    with pytest.raises(ReportError, match="no workspace 'charlie'") as raised:
+        find_workspace(warehouse, "charlie", configured)
+    assert f"{store.workspace.name} ({store.workspace.id}) as 'bravo'" in str(raised.value)
+
+
 def test_report_of_an_unknown_workspace_is_one_line_listing_the_known_ones(
     loaded: tuple[RunningSandbox, Path], tmp_path: Path
 ) -> None:
