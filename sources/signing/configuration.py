@@ -7,6 +7,7 @@ every setting that reaches the client here, and nothing passes settings as a loo
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +98,14 @@ class SigningConfiguration(BaseConfiguration):
                 "with it?): set it to the key alone (SOURCES__SIGNING__API_KEY, or api_key in "
                 ".dlt/secrets.toml)"
             )
+        if not str(self.api_key).isascii():
+            # A header is ASCII: the HTTP library would fail with a traceback quoting it.
+            raise SigningAPIError(
+                "api_key holds a character that is not ASCII (a typographic quote pasted with "
+                "it?): set it to the key alone (SOURCES__SIGNING__API_KEY, or api_key in "
+                ".dlt/secrets.toml)"
+            )
+        self._check_pacing()
         smallest = settings.PAGE_OVERLAP + 1
         if not smallest <= self.page_size <= settings.MAX_PAGE_SIZE:
             raise SigningAPIError(
@@ -124,6 +133,23 @@ class SigningConfiguration(BaseConfiguration):
                 f"mass_delete_share must be between 0 and 1, not {self.mass_delete_share}"
             )
         self.delete_mode()
+
+    def _check_pacing(self) -> None:
+        """The pacer's and the retries' settings in their ranges: a burst under 1 never lets
+        a request go (the run would hang, holding the warehouse), a rate of 0 divides by zero,
+        a negative one turns the pacer off, no child thread fetches nothing."""
+        at_least = {"burst": 1, "concurrency": 1}
+        for name, least in at_least.items():
+            if not getattr(self, name) >= least:
+                raise SigningAPIError(f"{name} must be {least} or more, not {getattr(self, name)}")
+        above_zero = ("requests_per_second", "give_up_after_seconds")
+        at_least_zero = ("lag_seconds", "max_retry_after_seconds")
+        for name in above_zero:
+            if not 0 < getattr(self, name) < math.inf:
+                raise SigningAPIError(f"{name} must be above 0, not {getattr(self, name)}")
+        for name in at_least_zero:
+            if not 0 <= getattr(self, name) < math.inf:
+                raise SigningAPIError(f"{name} must be 0 or more, not {getattr(self, name)}")
 
     def delete_mode(self) -> DeleteMode:
         """`deletes` as a mode, or one line naming the variable to set."""

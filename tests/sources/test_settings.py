@@ -117,6 +117,25 @@ def test_the_key_is_blanked_from_words_before_they_are_cut_or_quoted(
     assert len(line) <= QUOTE_LIMIT
 
 
+@pytest.mark.parametrize("pasted", [f"\u201c{KEY}\u201d", KEY + "\u00e9"])
+def test_a_key_with_a_character_that_is_not_ascii_is_refused_before_any_request(
+    pasted: str,
+) -> None:
+    """A header is ASCII: such a key ended in the HTTP library's traceback, and no run record."""
+    with StandIn(FakeAPI({KEY: FakeWorkspace("ws_pasted")}).app()) as stand_in:
+        with environment_set(variables(stand_in.base_url)):
+            settings = configured_source()
+        settings.api_key = pasted
+        with pytest.raises(SigningAPIError) as refused:
+            connect(settings)
+        requests = stand_in.count
+
+    said = str(refused.value)
+    assert said.startswith("api_key holds a character that is not ASCII"), said
+    assert KEY not in said
+    assert requests == 0
+
+
 @pytest.mark.parametrize("pasted", [KEY + "\n", KEY + "\r\n", " " + KEY, KEY + "\t"])
 def test_a_key_pasted_with_a_space_or_line_break_is_refused_before_any_request(
     pasted: str,
@@ -146,6 +165,15 @@ def test_a_key_pasted_with_a_space_or_line_break_is_refused_before_any_request(
         ("full_check_max_age_hours", -1.0, "full_check_max_age_hours must be 0 or more, not -1.0"),
         ("mass_delete_share", 1.5, "mass_delete_share must be between 0 and 1, not 1.5"),
         ("deletes", "erase", "deletes must be soft or hard (SOURCES__SIGNING__DELETES)"),
+        # A burst under 1 never lets a request go: the run hung, holding the warehouse.
+        ("burst", 0, "burst must be 1 or more, not 0"),
+        ("concurrency", 0, "concurrency must be 1 or more, not 0"),
+        ("concurrency", -3, "concurrency must be 1 or more, not -3"),
+        ("requests_per_second", 0.0, "requests_per_second must be above 0, not 0.0"),
+        ("requests_per_second", -1.0, "requests_per_second must be above 0, not -1.0"),
+        ("give_up_after_seconds", 0.0, "give_up_after_seconds must be above 0, not 0.0"),
+        ("lag_seconds", -5.0, "lag_seconds must be 0 or more, not -5.0"),
+        ("max_retry_after_seconds", float("nan"), "max_retry_after_seconds must be 0 or more"),
     ],
 )
 def test_a_setting_out_of_range_is_one_line_before_any_request(
