@@ -30,8 +30,9 @@ def sql_command(
     """Run a read-only SQL query on the warehouse and print the result."""
     if output_format not in ROW_FORMATS:
         raise fail("--format must be table, csv or json")
+    warehouse = warehouse_named(duckdb, destination)  # its own one line (typer.Exit)
     try:
-        names, rows = warehouse_named(duckdb, destination).read_only_query(query, limit + 1)
+        names, rows = warehouse.read_only_query(query, limit + 1)
     except SigningEtlError as error:
         raise fail(str(error)) from None
     except Exception as error:  # the database's own message, in one line

@@ -58,7 +58,7 @@ def status_command(
     except SigningEtlError as error:
         raise fail(str(error)) from None
     except Exception as error:  # a locked or foreign file: say so in one line
-        raise fail(f"cannot read {duckdb}: {printable(str(error))}") from None
+        raise fail(f"cannot read {warehouse.label}: {printable(str(error))}") from None
     if retire is not None:
         _retire(warehouse, found, retire)
         return

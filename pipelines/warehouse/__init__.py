@@ -45,6 +45,7 @@ from ._ddl import (
     staging_dataset,
     staging_datasets,
 )
+from ._destination import known_destination
 from ._homes import record_home, recorded_home
 from ._lock import BRIEF_HOLD_WAIT_SECONDS
 from ._locks import DATASET, LockPlace, load_step
@@ -108,8 +109,10 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
 
         Raises:
             WarehousePathError: `path` is a symbolic link to nothing (a load would write wherever
-                it points).
+                it points), or `destination` names no dlt destination.
         """
+        if destination != DEFAULT_DESTINATION:
+            known_destination(destination)
         named = Path(path).expanduser()
         if destination == DEFAULT_DESTINATION and named.is_symlink() and not named.exists():
             raise WarehousePathError(
@@ -160,11 +163,16 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
     def journal(self, name: str, row: Mapping[str, Any]) -> None:
         """Keep `row` in the journal `name` beside the warehouse (`_journal`: in the user's
         state folder when that disk is full), where `status` reads it."""
-        _journal.append(_published.working_folder(self.path) / name, dict(row))
+        _journal.append(self._journal_file(name), dict(row))
 
     def journaled(self, name: str) -> list[dict[str, Any]]:
         """The rows of the journal `name` (a line that cannot be read is skipped)."""
-        return _journal.read(_published.working_folder(self.path) / name)
+        return _journal.read(self._journal_file(name))
+
+    def _journal_file(self, name: str) -> Path:
+        """Beside the DuckDB file; a destination's in a file of its own, named after it."""
+        folder = _published.working_folder(self.path)
+        return folder / name if self.is_file else folder / f"{self.destination}.{name}"
 
     @property
     def webhooks_dir(self) -> Path:

@@ -38,6 +38,7 @@ from tests.support import (
     status_document,
     workspaces_env,
 )
+from tests.support.webhooks import free_port
 
 # A row of a rich table as printed without a terminal: `│ name │ 1,234 │`.
 TABLE_ROW = re.compile(r"^│\s*(\S+)\s*│\s*([\d,]+)\s*│$")
@@ -314,6 +315,36 @@ def test_resources_option_loads_only_the_chosen_tables(
     assert loaded == CONTACT_TABLES
     report = differences(warehouse, running.store)
     assert not set(report) & CONTACT_TABLES, report
+
+
+@pytest.mark.slow
+def test_a_destination_dlt_does_not_know_or_cannot_reach_is_one_line_filed_under_itself(
+    make_sandbox: SandboxFactory, tmp_path: Path
+) -> None:
+    """`--destination postgress` (a typo) is one line before any request, for every command
+    (it was dlt's traceback for `load`); a run that fails on an unreachable PostgreSQL server
+    is journaled under that destination, not beside the default DuckDB file, whose
+    `status --check` it had made fail."""
+    running = make_sandbox(shipments=5, limits_enabled=False)
+    env = cli_env(running)
+    loaded = run_cli(["load", "--no-models"], cwd=tmp_path, env=env)  # warehouse/signing.duckdb
+    assert loaded.returncode == 0, describe(loaded)
+    requests = served(running)
+    for command in (["load", "--no-models"], ["status"], ["models"], ["sql", "select 1"]):
+        typo = run_cli([*command, "--destination", "postgress"], cwd=tmp_path, env=env)
+        line = assert_one_line_failure(typo, "no dlt destination is named 'postgress'")
+        assert "Traceback" not in typo.stderr, line
+    assert served(running) == requests
+
+    unreachable = f"postgresql://someone:secret@127.0.0.1:{free_port()}/nowhere"
+    broken = {**env, "DESTINATION__POSTGRES__CREDENTIALS": unreachable}
+    failed = run_cli(["load", "--no-models", "--destination", "postgres"], cwd=tmp_path, env=broken)
+    assert failed.returncode == 1, describe(failed)
+    checked = run_cli(["status", "--check"], cwd=tmp_path, env=env)
+    assert checked.returncode == 0, describe(checked)  # the DuckDB file's runs are all well
+    shown = run_cli(["status", "--destination", "postgres"], cwd=tmp_path, env=broken)
+    line = assert_one_line_failure(shown, "cannot read the postgres destination")
+    assert "secret" not in line
 
 
 def test_an_unknown_resource_is_a_one_line_error(
