@@ -29,7 +29,7 @@ def sql_command(
 ) -> None:
     """Run a read-only SQL query on the warehouse and print the result."""
     if output_format not in ROW_FORMATS:
-        raise fail("--format must be table, csv or json")
+        raise fail("--format must be table, csv or json", 2)
     warehouse = warehouse_named(duckdb, destination)  # its own one line (typer.Exit)
     try:
         names, rows = warehouse.read_only_query(query, limit + 1)

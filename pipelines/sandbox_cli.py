@@ -27,7 +27,7 @@ DEFAULT_PORT = 8787
 
 def sandbox_command(
     port: Annotated[
-        int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")
+        int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one).")
     ] = DEFAULT_PORT,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic data.")] = 42,
     shipments: Annotated[

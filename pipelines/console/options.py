@@ -89,7 +89,12 @@ CheckOption = Annotated[
     ),
 ]
 MaxAgeOption = Annotated[
-    float, typer.Option(min=0.01, help="How old a workspace's last load may be for --check.")
+    float,
+    typer.Option(
+        min=0.01,
+        max=876_000,  # a century: more cannot be a time span (infinity failed with a traceback)
+        help="How old a workspace's last load may be for --check.",
+    ),
 ]
 # What `sql` and `metrics` print their rows as, and how many at most.
 ROW_FORMATS = ("table", "csv", "json")

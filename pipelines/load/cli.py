@@ -96,7 +96,9 @@ def load_command(
         try:
             parse_iso(since)
         except ValueError:
-            raise fail(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)") from None
+            raise fail(
+                f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)", EXIT_USAGE
+            ) from None
     warehouse = warehouse_named(duckdb, destination)
     if parallel > 1 and not warehouse.takes_concurrent_writers:
         raise fail(

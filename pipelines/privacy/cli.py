@@ -44,7 +44,7 @@ def forget_command(
     keyed hash so that no later load brings them back. Needs SOURCES__SIGNING__PRIVACY__HASH_KEY."""
 
     if (email is None) == (contact_id is None):
-        raise fail("name one person: --email ADDRESS or --contact-id ID")
+        raise fail("name one person: --email ADDRESS or --contact-id ID", 2)
     warehouse = warehouse_named(duckdb, destination)
     try:
         result = forget_person(warehouse, email=email, contact_id=contact_id, workspace=workspace)

@@ -75,6 +75,7 @@ def write_report(
             workspace (the message lists the ones it has), or the notebook failed; the
             message is one line.
     """
+    _writable_folder(out_dir)
     place = Warehouse.of(warehouse)
     names = configured_names(place)
     # The metrics' definitions: those the warehouse's last model build parsed.
@@ -116,10 +117,21 @@ def _write(
         ) from None
     except CellTimeoutError as error:
         raise ReportError(f"the report notebook timed out: {first_line(error)}") from None
-    out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / name
-    report.write_text(notebook_html(executed), encoding="utf-8")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        report.write_text(notebook_html(executed), encoding="utf-8")
+    except OSError as error:
+        raise ReportError(f"cannot write {report}: {error.strerror or error}") from None
     return report
+
+
+def _writable_folder(out_dir: Path) -> None:
+    """One line, before the notebook's seconds of work, when `out_dir` cannot be a folder:
+    it, or the nearest of its parents that exists, is a file."""
+    nearest = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
+    if nearest is not None and not nearest.is_dir():
+        raise ReportError(f"cannot write the report in {out_dir}: {nearest} is not a folder")
 
 
 def configured_names(warehouse: Warehouse) -> dict[str, str]:

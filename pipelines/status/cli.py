@@ -51,7 +51,7 @@ def status_command(
     or whose marts lag because the last model build failed, and tells `[alerts] urls` of each
     workspace whose health changed since the last check."""
     if output_format not in ("table", "json"):
-        raise fail("--format must be table or json")
+        raise fail("--format must be table or json", 2)
     warehouse = warehouse_named(duckdb, destination)
     try:
         found = read_status(warehouse)

@@ -147,9 +147,9 @@ def _finish(changes: list[Change], failed: list[str]) -> None:
 @webhooks_app.command("serve")
 def serve_command(
     duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
-    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = (
-        DEFAULT_PORT
-    ),
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port to listen on (0 picks a free one).")
+    ] = (DEFAULT_PORT),
     host: Annotated[
         str, typer.Option(help="Address to listen on; keep loopback behind an HTTPS proxy.")
     ] = "127.0.0.1",

@@ -364,6 +364,45 @@ def test_an_unknown_resource_is_a_one_line_error(
     assert not any(raw_row_counts(warehouse).values())
 
 
+@pytest.mark.parametrize(
+    ("args", "said", "code"),
+    [
+        (["load", "--since", "notadate"], "is not an ISO 8601 time", 2),
+        (["status", "--format", "csv"], "--format must be table or json", 2),
+        (["sql", "--format", "xml", "select 1"], "--format must be table, csv or json", 2),
+        (["forget"], "name one person", 2),
+        (["sandbox", "--port", "99999"], "--port", 2),
+        (["webhooks", "serve", "--port", "99999"], "--port", 2),
+        (["status", "--check", "--max-age-hours", "inf"], "--max-age-hours", 2),
+        # a file where the folder would be: said before the notebook runs (was a traceback)
+        (["report", "--out", "{file}"], "is not a folder", 1),
+    ],
+    ids=[
+        "since",
+        "status-format",
+        "sql-format",
+        "forget",
+        "sandbox-port",
+        "serve-port",
+        "max-age",
+        "report-out",
+    ],
+)
+def test_a_bad_option_value_is_one_line_and_a_usage_error_exits_2(
+    tmp_path: Path, args: list[str], said: str, code: int
+) -> None:
+    """As the README's table of exit codes says: 2 for a value of the wrong kind."""
+    file = tmp_path / "a-file"
+    file.write_text("not a folder")
+    given = [arg.replace("{file}", str(file)) for arg in args]
+    result = run_cli(given, cwd=tmp_path, env=cli_env(None))
+    assert result.returncode == code, describe(result)
+    assert "Traceback" not in result.stderr, describe(result)
+    (line,) = error_lines(result.stderr)
+    assert said in line, describe(result)
+    assert file.read_text() == "not a folder"
+
+
 def test_since_that_is_not_a_date_is_a_one_line_error(
     make_sandbox: SandboxFactory, tmp_path: Path
 ) -> None:
