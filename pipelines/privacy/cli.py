@@ -68,6 +68,12 @@ def _print_erasure(result: ErasureResult) -> None:
         if not result.changed:
             table.add_row("(no row held the person)", "0")
         out.print(table)
+    if not result.changed:  # a typo, or someone not loaded yet: both are recorded
+        output.warning(
+            "no row of this warehouse held the person: check the address or id (the erasure "
+            "is recorded all the same, so that no later load brings them in)"
+        )
+    if not output.is_json():
         output.info(
             f"Recorded as {result.subject[:16]}… (a keyed hash, not the address): later loads "
             "clear this person the same way"

@@ -108,17 +108,35 @@ def test_forget_without_a_hash_key_or_a_known_contact_fails_in_one_line(
     running: RunningSandbox, loaded_under_keep: Path, tmp_path: Path
 ) -> None:
     warehouse = str(copied_warehouse(loaded_under_keep, tmp_path))  # loaded under keep, returned 0
-    for args, privacy, said in (
-        (("--email", "someone@example.org"), {}, "SOURCES__SIGNING__PRIVACY__HASH_KEY"),
+    for args, privacy, said, code in (
+        (("--email", "someone@example.org"), {}, "SOURCES__SIGNING__PRIVACY__HASH_KEY", 1),
         (
             ("--contact-id", "ct_nobody"),
             {"SOURCES__SIGNING__PRIVACY__HASH_KEY": HASH_KEY},
             "no contact",
+            1,
         ),
-        ((), {}, "--email ADDRESS or --contact-id ID"),
+        ((), {}, "--email ADDRESS or --contact-id ID", 2),  # a usage error (was 1)
     ):
         refused = cli(running, tmp_path, "forget", *args, "--duckdb", warehouse, **privacy)
-        assert refused.returncode == 1, describe(refused)
+        assert refused.returncode == code, describe(refused)
         (line,) = error_lines(refused.stderr)
         assert said in line
         assert "Traceback" not in refused.stderr
+
+
+def test_forget_of_an_address_no_row_holds_says_so_and_records_it_all_the_same(
+    running: RunningSandbox, loaded_under_keep: Path, tmp_path: Path
+) -> None:
+    """A typo, or a person not loaded yet: the table says no row held them, a warning says to
+    check the address, and the erasure is recorded so that no later load brings them in."""
+    warehouse = str(copied_warehouse(loaded_under_keep, tmp_path))
+    privacy = {"SOURCES__SIGNING__PRIVACY__HASH_KEY": HASH_KEY}
+    args = ("forget", "--email", "typo@nowhere.invalid", "--duckdb", warehouse, "--no-models")
+    forgot = cli(running, tmp_path, *args, **privacy)
+    assert forgot.returncode == 0, describe(forgot)
+    assert "(no row held the person)" in forgot.stdout, describe(forgot)
+    assert "no row of this warehouse held the person: check the address" in forgot.stderr
+    with duckdb.connect(warehouse, read_only=True) as connection:
+        erasures = connection.execute("select count(*) from raw._signing_erasures").fetchall()
+    assert erasures == [(1,)]
