@@ -97,9 +97,9 @@ def held_back_line(column: str) -> str:
     section = ".".join(SECTIONS)
     return (
         f"{column} is new from the service and held back by the privacy policy (not loaded): "
-        f'name it in {COLUMNS_VARIABLE}=\'{{"{column}": "hash"}}\' (or [{section}.columns], '
-        f"one of {', '.join(ACTIONS)}), then `signing-etl load --resources {resource} "
-        "--full-refresh` loads its values"
+        f'name it under [{section}.columns] ("{column}" = "hash", or one of '
+        f"{', '.join(ACTIONS)}; {COLUMNS_VARIABLE} replaces that whole table), then "
+        f"`signing-etl load --resources {resource} --full-refresh` loads its values"
     )
 
 
