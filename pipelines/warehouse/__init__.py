@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -55,7 +54,6 @@ from ._report import ReportPlace
 from ._rows import batches, insert_rows
 
 DEFAULT_DESTINATION = _duckdb.DUCKDB
-_UNQUOTABLE = re.compile(r"['\"\x00-\x1f\x7f]")
 DEFAULT_WAREHOUSE = Path("warehouse/signing.duckdb")
 PARQUET_FROM_RECORDS = _duckdb.PARQUET_FROM_RECORDS
 LoadFileFormat = _duckdb.LoadFileFormat
@@ -120,12 +118,8 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
                 "point --duckdb at the warehouse file itself"
             )
         resolved = named.resolve()
-        if destination == DEFAULT_DESTINATION and _UNQUOTABLE.search(resolved.stem):
-            # dbt-duckdb names the database after the file and quotes that name badly.
-            raise WarehousePathError(
-                f"the warehouse file's name {resolved.name!r} holds a quote or a control "
-                "character, which dbt cannot open; choose another name with --duckdb"
-            )
+        if destination == DEFAULT_DESTINATION:
+            _duckdb.check_file_name(resolved)
         return cls(resolved, destination)
 
     @classmethod
@@ -171,8 +165,9 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
 
     def _journal_file(self, name: str) -> Path:
         """Beside the DuckDB file; a destination's in a file of its own, named after it."""
-        folder = _published.working_folder(self.path)
-        return folder / name if self.is_file else folder / f"{self.destination}.{name}"
+        return _published.working_folder(self.path) / (
+            name if self.is_file else f"{self.destination}.{name}"
+        )
 
     @property
     def webhooks_dir(self) -> Path:
@@ -206,13 +201,17 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
     # ------------------------------------------------------------------ writing
 
     def check_is_file(self) -> None:
-        """Fail in one line when `path` names something that is not a file (a folder, a
-        device such as /dev/null): nothing is written beside it, no lock either."""
-        if self.is_file and self.path.exists() and not self.path.is_file():
+        """Fail in one line when `path` names something that is not a DuckDB file (a folder,
+        a device such as /dev/null, a text): nothing is written beside it, no lock either."""
+        if not self.is_file or not self.path.exists():
+            return
+        if not self.path.is_file():
             raise WarehousePathError(
                 f"{self.path} is not a file (a folder or a device); point --duckdb at a "
                 "DuckDB file, or at a path where one may be created"
             )
+        if not _duckdb.has_duckdb_header(self.path):
+            raise WarehousePathError(_duckdb.NOT_DUCKDB.format(path=self.path))
 
     def check_writable(self) -> None:
         """Fail in one line, before anything is written, when `path` is not a file or the

@@ -5,6 +5,7 @@ holds and writes), the only modules of the project that open DuckDB."""
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any
 import duckdb
 from dlt.common.destination import TLoaderFileFormat
 
-from pipelines.errors import QueryRefused, WarehouseError, first_line
+from pipelines.errors import QueryRefused, WarehouseError, WarehousePathError, first_line
 
 DUCKDB = "duckdb"
 
@@ -53,6 +54,35 @@ class LoadFileFormat:
         table_schema: Any,
     ) -> tuple[TLoaderFileFormat, Sequence[TLoaderFileFormat]]:
         return ("parquet" if self.parquet else "insert_values"), supported
+
+
+# Every DuckDB database file says so at byte 8 (after its header's checksum).
+_MAGIC, _MAGIC_AT = b"DUCK", 8
+NOT_DUCKDB = "{path} is not a DuckDB file; move it away or choose another --duckdb"
+
+
+_UNQUOTABLE = re.compile(r"['\"\x00-\x1f\x7f]")
+
+
+def check_file_name(path: Path) -> None:
+    """dbt-duckdb names the database after the file and quotes that name badly: a name with a
+    quote or a control character is refused in one line."""
+    if _UNQUOTABLE.search(path.stem):
+        raise WarehousePathError(
+            f"the warehouse file's name {path.name!r} holds a quote or a control "
+            "character, which dbt cannot open; choose another name with --duckdb"
+        )
+
+
+def has_duckdb_header(path: Path) -> bool:
+    """Whether the file at `path` begins as a DuckDB database does (an unreadable one is left
+    to DuckDB to name): told before a run copies it or writes a lock beside it."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(_MAGIC_AT + len(_MAGIC))
+    except OSError:
+        return True
+    return head[_MAGIC_AT:] == _MAGIC
 
 
 def unusable(warehouse: Path, error: duckdb.Error) -> WarehouseError:

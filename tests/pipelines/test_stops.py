@@ -250,6 +250,14 @@ def test_an_unwritable_folder_or_a_corrupt_file_is_one_line_and_untouched(
     assert corrupt.read_text() == "not a database\n"
     models = run_cli(["models", "--duckdb", str(corrupt)], cwd=tmp_path, env=env)
     one_line(models, str(corrupt))
+    # Said as what it is, before anything is copied or locked beside it (it said it could not
+    # publish, kept a copy of the text as the run's work, and said so again every night).
+    empty = tmp_path / "empty.duckdb"
+    empty.touch()
+    for path in (corrupt, empty):
+        again = run_cli(load_args(path), cwd=tmp_path, env=env)
+        one_line(again, f"{path} is not a DuckDB file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt.duckdb", "empty.duckdb"]
 
 
 def test_since_on_a_warehouse_with_cursors_is_said_to_be_ignored(
