@@ -152,9 +152,10 @@ def _full_check(
     gone, unconfirmed, served = _confirmed(context, name, candidates)
     unlisted = 0 if last.whole_history else len(scan.seen - live - deleted - listed)
     began = to_iso(scan.started)
-    done = FullCheck(
-        name, began, scan.requests, len(gone), unlisted, last.whole_history, counted_at=began
-    )
+    # What the check cost in all (its count, the pass, the GETs that confirmed): the same
+    # figure in the run's summary and record and in `status`.
+    cost = 1 + scan.requests + len(gone) + len(served)
+    done = FullCheck(name, began, cost, len(gone), unlisted, last.whole_history, counted_at=began)
     state[settings.STATE_DELETIONS] = done.to_state()
     if served:
         context.client.stats.warn(
@@ -163,7 +164,7 @@ def _full_check(
         )
     outcome = CheckOutcome(
         "full",
-        1 + scan.requests + len(gone) + len(served),
+        cost,
         done.at,
         gone=frozenset(gone),
         seen_again=frozenset(scan.seen_again),

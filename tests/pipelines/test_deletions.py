@@ -167,6 +167,10 @@ def test_a_reconciling_load_marks_exactly_the_deleted_records_of_every_kind(
     assert shown.deleted_rows == {kind: len(ids) for kind, ids in gone.items()}
     assert shown.deletion_checks["shipments"].at is not None
     assert shown.deletion_checks["shipments"].requests >= 1
+    # The same cost as the run that made the last full check said it was (its count request,
+    # the pass and its confirmations; status had said the pass's alone).
+    costs = {check.table: check.check_requests for check in forced.deletions}
+    assert {table: c.requests for table, c in shown.deletion_checks.items()} == costs
 
 
 def test_a_full_check_runs_when_the_last_is_older_than_a_day_by_the_services_clock(
