@@ -38,12 +38,19 @@ def print_rows(names: list[str], rows: list[tuple[Any, ...]], output_format: str
         writer.writerows([shown("" if v is None else v) for v in row] for row in rows)
     elif output_format == "json":
         for row in rows:
-            sys.stdout.write(json.dumps(dict(zip(names, row, strict=True)), default=str) + "\n")
+            values = map(_json_value, row)
+            sys.stdout.write(json.dumps(dict(zip(names, values, strict=True)), default=str) + "\n")
     else:
         table = PlainTable(*names)
         for row in rows:
             table.add_row(*map(for_display, row))
         out.print(table)
+
+
+def _json_value(value: Any) -> Any:
+    """NaN and the infinities as null: JSON has no such number (Python's `NaN` breaks a strict
+    parser)."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _csv_value(value: Any) -> Any:

@@ -63,6 +63,14 @@ class ModelsResult:
     warned: tuple[str, ...] = ()  # the tests that warned, by name
 
     @property
+    def nodes(self) -> int:
+        """The models, snapshots and tests the build ran, whatever their outcome."""
+        models = self.models_passed + self.models_errored + self.models_skipped
+        return (
+            models + self.tests_passed + self.tests_warned + self.tests_errored + self.tests_skipped
+        )
+
+    @property
     def summary(self) -> str:
         """One line for a log or a terminal (with where dbt's full log is, on a failure)."""
         line = (

@@ -10,6 +10,7 @@ import hashlib
 import importlib.resources
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -37,6 +38,7 @@ from tests.support import (
     cli_env,
     client_for,
     describe,
+    error_lines,
     load_args,
     message_lines,
     problem_lines,
@@ -93,6 +95,19 @@ def sql(loaded: Loaded, query: str, *options: str) -> tuple[int, str, str]:
 # ---------------------------------------------------------------------- sql
 
 
+def test_a_model_selection_that_matches_nothing_is_a_usage_error(
+    loaded: Loaded, tmp_path: Path
+) -> None:
+    """A typo in `--select` ran nothing and exited 0 (dbt only says it has nothing to do)."""
+    warehouse = tmp_path / "signing.duckdb"
+    shutil.copyfile(loaded.warehouse, warehouse)
+    args = ["models", "--duckdb", str(warehouse), "--select", "nosuch_model"]
+    result = run_cli(args, cwd=tmp_path, env=cli_env(None))
+    assert result.returncode == 2, describe(result)
+    (line,) = error_lines(result.stderr)
+    assert "--select 'nosuch_model' matches no model, snapshot or test" in line
+
+
 def hostile_queries(folder: Path) -> dict[str, str]:
     warehouse = folder / "signing.duckdb"
     return {
@@ -129,6 +144,12 @@ def test_sql_refuses_anything_but_one_reading_statement_and_the_warehouse_stays_
     )
     assert code == 0, stderr
     assert json.loads(stdout)["contacts"] == len(loaded.running.store.contacts.by_id)
+    # JSON has no NaN nor infinity: a strict parser reads them as null (Python wrote `NaN`).
+    query = "select 0/0 as nan, 1e308 * 10 as inf, 1.5::double as x"
+    code, stdout, stderr = sql(loaded, query, "--format", "json")
+    assert code == 0, stderr
+    strict = json.loads(stdout, parse_constant=lambda name: pytest.fail(f"{name} in {stdout}"))
+    assert strict == {"nan": None, "inf": None, "x": 1.5}
 
 
 def test_sql_shows_markup_and_control_characters_from_the_data_as_text(loaded: Loaded) -> None:
