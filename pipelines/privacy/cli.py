@@ -31,8 +31,8 @@ def forget_command(
         str | None,
         typer.Option(
             "--workspace",
-            help="With --contact-id: the workspace (id or name at the service) of the contact, "
-            "when the id is in several.",
+            help="With --contact-id: the workspace of the contact (its id, the name `load` ran "
+            "it under, or its name at the service), when the id is in several.",
         ),
     ] = None,
     duckdb: WarehouseFile = DEFAULT_WAREHOUSE,
@@ -45,6 +45,8 @@ def forget_command(
 
     if (email is None) == (contact_id is None):
         raise fail("name one person: --email ADDRESS or --contact-id ID", 2)
+    if email is not None and workspace is not None:
+        raise fail("--workspace goes with --contact-id: an address is erased everywhere", 2)
     warehouse = warehouse_named(duckdb, destination)
     try:
         result = forget_person(warehouse, email=email, contact_id=contact_id, workspace=workspace)

@@ -9,6 +9,7 @@ from typing import Any
 from pipelines.errors import SigningEtlError
 from pipelines.privacy.change import participle
 from pipelines.raw.privacy_records import PolicyRecord
+from pipelines.raw.run_records import configured_names, read_runs
 from pipelines.warehouse import columns_by_table, loaded_workspaces
 from sources.signing import PrivacyPolicy
 from sources.signing.pseudonyms import normalised
@@ -71,13 +72,33 @@ def named_person(
 def _contacts_with_id(
     client: Any, contact_id: str, workspace: str | None
 ) -> list[tuple[str, str | None]]:
-    """(workspace id, stored address) of each contact with this id (in `workspace`: its id or
-    its name at the service)."""
-    if "contacts" not in columns_by_table(client):
+    """(workspace id, stored address) of each contact with this id (in `workspace`: its id,
+    the name `load` ran it under, or its name at the service, in any case).
+
+    Raises:
+        ErasureRefused: `workspace` names no workspace of the warehouse (one line).
+    """
+    columns = columns_by_table(client)
+    if "contacts" not in columns:
         return []
     table = client.make_qualified_table_name("contacts")
     rows = client.execute_sql(f"select workspace_id, email from {table} where id = %s", contact_id)
-    named = {w.id for w in loaded_workspaces(client) if workspace in (w.id, w.name)}
+    configured = configured_names(read_runs(client, columns))
+    known = loaded_workspaces(client)
+    wanted = (workspace or "").strip().casefold()
+    named = {
+        w.id
+        for w in known
+        if wanted
+        in {(name or "").strip().casefold() for name in (w.id, w.name, configured.get(w.id))}
+    }
+    if workspace is not None and not named:
+        listed = ", ".join(
+            f"{w} as {configured[w.id]!r}" if w.id in configured else str(w) for w in known
+        )
+        raise ErasureRefused(
+            f"no workspace {workspace!r} in this warehouse; its workspaces: {listed}"
+        )
     return [
         (str(w), email)
         for w, email in rows or []

@@ -102,6 +102,18 @@ def test_forget_by_contact_id_names_its_workspace_and_erases_that_person_only(
         for table, text in duckdb_contents(Path(warehouse)).items()
         if table != "raw._signing_erasures"
     )
+    # The workspace by the name `load` ran it under, in any case, as every command takes it;
+    # a name of no workspace is said to be one, listing the names.
+    unknown = cli(running, tmp_path, *args, "--workspace", "nowhere", "--no-models", **MINIMAL)
+    assert unknown.returncode == 1, describe(unknown)
+    (line,) = error_lines(unknown.stderr)
+    assert "no workspace 'nowhere'" in line, line
+    assert "as 'west'" in line, line
+    by_name = cli(running, tmp_path, *args, "--workspace", "WEST", "--no-models", **MINIMAL)
+    assert by_name.returncode == 0, describe(by_name)
+    with duckdb.connect(warehouse, read_only=True) as connection:
+        query = "select count(*) from raw.contacts where id = ?"
+        assert connection.execute(query, [contact_id]).fetchall() == [(0,)]
 
 
 def test_forget_without_a_hash_key_or_a_known_contact_fails_in_one_line(
