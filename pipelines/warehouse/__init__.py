@@ -244,6 +244,7 @@ class Warehouse(LockPlace, ModelsPlace, ReportPlace):
                 yield
                 return
             self.check_writable()
+            _published.check_own_folders(self.path)
             with self.exclusive(brief=brief):
                 _published.seed(self.path, self.pipelines_dir)
                 yield

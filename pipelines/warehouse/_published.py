@@ -16,6 +16,7 @@ the working file goes too, as the warehouse itself did before."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import threading
@@ -24,7 +25,9 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.errors import WarehouseError, first_line
+from pipelines.errors import WarehouseError, WarehousePathError, first_line
+
+from ._duckdb import has_duckdb_header
 
 STAMP = "published"  # in the working folder: size and mtime of the copy last published
 _held = threading.local()  # per thread: the published paths whose run it holds
@@ -33,6 +36,25 @@ _held = threading.local()  # per thread: the published paths whose run it holds
 def working_folder(published: Path) -> Path:
     """The pipeline's own folder beside the published file."""
     return published.parent / f".{published.stem}.work"
+
+
+def check_own_folders(published: Path) -> None:
+    """One line when another DuckDB file beside `published` has its stem (`x.db` beside
+    `x.duckdb`): the working and dlt folders are named after the stem, so their runs would
+    write each other's state and working copy, and lose each other's rows.
+
+    Raises:
+        WarehousePathError: such a file exists (a DuckDB database, not a text).
+    """
+    stem = published.stem
+    pattern = f"{glob.escape(stem)}.*"
+    for other in sorted(published.parent.glob(pattern)):
+        same_stem = other.name != published.name and other.stem == stem and other.is_file()
+        if same_stem and has_duckdb_header(other):
+            raise WarehousePathError(
+                f"{other.name} beside {published} would share its working folders "
+                f"(.{stem}.work, .{stem}.dlt): rename one of the two files"
+            )
 
 
 def working_file(published: Path) -> Path:

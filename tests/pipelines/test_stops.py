@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from pipelines.status.read import read_status
@@ -258,6 +259,16 @@ def test_an_unwritable_folder_or_a_corrupt_file_is_one_line_and_untouched(
         again = run_cli(load_args(path), cwd=tmp_path, env=env)
         one_line(again, f"{path} is not a DuckDB file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt.duckdb", "empty.duckdb"]
+
+    # Two DuckDB files of one stem would share their working folders, named after it: each
+    # run deleted the other's state and working copy (a full refresh lost its rows).
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    with duckdb.connect(str(beside / "signing.db")) as other:
+        other.execute("create table kept (x integer)")
+    twin = run_cli(load_args(beside / "signing.duckdb"), cwd=tmp_path, env=env)
+    one_line(twin, "signing.db beside", "rename one of the two files")
+    assert sorted(p.name for p in beside.iterdir()) == ["signing.db"]
 
 
 def test_since_on_a_warehouse_with_cursors_is_said_to_be_ignored(
