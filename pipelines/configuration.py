@@ -96,8 +96,8 @@ def configured_workspaces() -> list[WorkspaceEntry]:
     """Every configured workspace, in configuration order; the single key when none is named.
 
     Raises:
-        ConfigError: an entry lacks its key or base URL, names an unknown `deletes`, or
-            nothing is configured.
+        ConfigError: an entry lacks its key or base URL, names an unknown `deletes`, two
+            entries name one workspace (the same key and URL), or nothing is configured.
     """
     default_url = _setting("sources.signing.base_url")
     named = _configured_entries()
@@ -111,7 +111,7 @@ def configured_workspaces() -> list[WorkspaceEntry]:
                 "([sources.signing.workspaces.<name>] api_key, base_url)"
             )
         return [WorkspaceEntry(DEFAULT_NAME, _checked(default_url, DEFAULT_NAME), key)]
-    entries = []
+    entries: list[WorkspaceEntry] = []
     for name, fields in named.items():
         key, url = fields.get("api_key"), fields.get("base_url") or default_url
         if not key or not url:
@@ -122,7 +122,16 @@ def configured_workspaces() -> list[WorkspaceEntry]:
                 f'([{".".join(SECTION)}."{name}"] {what} = ...) or as {variable}'
             )
         deletes = _deletes(fields.get("deletes"), name)
-        entries.append(WorkspaceEntry(name, _checked(url, name), key, deletes))
+        entry = WorkspaceEntry(name, _checked(url, name), key, deletes)
+        twin = next(
+            (e.name for e in entries if (e.api_key, e.base_url) == (key, entry.base_url)), None
+        )
+        if twin is not None:  # one key opens one workspace: two names would split its record
+            raise ConfigError(
+                f"workspaces {twin!r} and {name!r} have the same api_key and base_url, so they "
+                "are one workspace: name it once"
+            )
+        entries.append(entry)
     return entries
 
 

@@ -20,7 +20,9 @@ import pytest
 
 from pipelines.load.run import load_incremental
 from pipelines.warehouse import Warehouse
+from sandbox import RunningSandbox, SandboxConfig
 from tests.support import (
+    START_MS,
     SandboxFactory,
     admin,
     cli_env,
@@ -498,13 +500,19 @@ def test_a_configuration_no_run_can_start_from_is_a_failed_run_in_status_and_fai
 
 @pytest.mark.slow
 def test_a_broken_setting_fails_every_configured_workspace_each_with_its_own_record(
-    make_sandbox: SandboxFactory, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     """A setting every workspace meets (the privacy policy's hash key, here missing) does not
     end the run at the first workspace and leave the others unrecorded: each workspace's run
     meets it and is recorded as failed, so `status --check` names every one of them."""
-    running = make_sandbox(shipments=5, limits_enabled=False)
-    good = workspaces_env(running, {"acme": running.api_key, "beta": running.api_key})
+    config = SandboxConfig(seed=3, shipments=5, start_ms=START_MS, limits_enabled=False)
+    with RunningSandbox(*config.workspaces(2)) as running:
+        _broken_setting_fails_each_workspace(running, tmp_path)
+
+
+def _broken_setting_fails_each_workspace(running: RunningSandbox, tmp_path: Path) -> None:
+    keys = dict(zip(("acme", "beta"), running.api_keys, strict=True))
+    good = workspaces_env(running, keys)
     warehouse = tmp_path / "signing.duckdb"
     loaded = run_cli(load_args(warehouse, "--workspace", "acme"), cwd=tmp_path, env=good)
     assert loaded.returncode == 0, describe(loaded)

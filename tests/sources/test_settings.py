@@ -192,6 +192,25 @@ def test_a_setting_out_of_range_is_one_line_before_any_request(
     assert requests == 0
 
 
+def test_two_names_for_one_key_are_refused_naming_both_and_no_key() -> None:
+    """Two entries with the same key (and API root) are one workspace: both loaded it, and
+    `status --check` then failed for ever on the name whose runs the other's shadowed."""
+    twins = {
+        "SOURCES__SIGNING__BASE_URL": "http://127.0.0.1:9/v1",
+        "SOURCES__SIGNING__WORKSPACES__SALES__API_KEY": "sk_test_shared",
+        "SOURCES__SIGNING__WORKSPACES__DUP__API_KEY": "sk_test_shared",
+    }
+    with environment_set(twins), pytest.raises(ConfigError) as refused:
+        configured_workspaces()
+    said = str(refused.value)
+    assert "have the same api_key and base_url, so they are one workspace" in said
+    assert {"'sales'", "'dup'"} <= set(said.replace(",", " ").split())
+    assert "sk_test_shared" not in said
+    other_root = {**twins, "SOURCES__SIGNING__WORKSPACES__DUP__BASE_URL": "http://127.0.0.2:9/v1"}
+    with environment_set(other_root):  # another service's workspace may share a key's text
+        assert {e.name for e in configured_workspaces()} == {"sales", "dup"}
+
+
 def test_a_workspace_may_treat_deleted_records_its_own_way() -> None:
     """`deletes` of `[sources.signing.workspaces.<name>]` is that workspace's, as the README
     says; the others keep `[sources.signing]`'s, and an unknown one names its variable."""
