@@ -246,12 +246,13 @@ def missing_config_reason(error: ConfigFieldMissingException) -> str:
     source's key and base URL."""
     fields = ", ".join(error.fields)
     if error.spec_name.endswith("ClientConfiguration"):  # a dlt destination's configuration
-        name = error.spec_name.removesuffix("ClientConfiguration").lower()
+        spec = error.spec_name.removesuffix("ClientConfiguration").removesuffix("Destination")
+        name = spec.lower()
         example = " (postgresql://user:password@host:port/database)" if name == "postgres" else ""
+        variables = " and ".join(f"DESTINATION__{name.upper()}__{f.upper()}" for f in error.fields)
         return (
             f"missing configuration: the {name} destination's {fields}; set "
-            f"DESTINATION__{name.upper()}__CREDENTIALS{example} or "
-            f"[destination.{name}.credentials] in .dlt/secrets.toml"
+            f"{variables}{example} or {fields} under [destination.{name}] in .dlt/secrets.toml"
         )
     return (
         f"missing configuration: {fields}; set SOURCES__SIGNING__API_KEY and "

@@ -16,7 +16,7 @@ from pipelines.console.options import (
     WarehouseFile,
 )
 from pipelines.console.tables import print_at_most
-from pipelines.errors import SigningEtlError, first_line
+from pipelines.errors import SigningEtlError, failure_reason
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 
 
@@ -36,5 +36,5 @@ def sql_command(
     except SigningEtlError as error:
         raise fail(str(error)) from None
     except Exception as error:  # the database's own message, in one line
-        raise fail(first_line(error)) from None
+        raise fail(failure_reason(error)) from None
     print_at_most(names, rows, limit, output_format)

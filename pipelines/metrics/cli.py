@@ -18,7 +18,7 @@ from pipelines.console.options import (
     WarehouseFile,
 )
 from pipelines.console.tables import print_at_most
-from pipelines.errors import SigningEtlError, first_line
+from pipelines.errors import SigningEtlError, failure_reason
 from pipelines.warehouse import DEFAULT_DESTINATION, DEFAULT_WAREHOUSE
 
 
@@ -69,7 +69,7 @@ def metrics_command(
     except SigningEtlError as error:
         raise fail(str(error), error.exit_code) from None
     except Exception as error:  # the database's own message, in one line
-        raise fail(first_line(error)) from None
+        raise fail(failure_reason(error)) from None
     print_at_most(table.names, table.rows, limit, output_format)
 
 

@@ -19,7 +19,7 @@ from pipelines.console.options import (
     WarehouseFile,
 )
 from pipelines.console.output import printable
-from pipelines.errors import SigningEtlError
+from pipelines.errors import SigningEtlError, failure_reason
 from pipelines.raw.retired import retire_workspace
 from pipelines.status.alerts import announce
 from pipelines.status.display import print_document, print_status
@@ -58,7 +58,7 @@ def status_command(
     except SigningEtlError as error:
         raise fail(str(error)) from None
     except Exception as error:  # a locked or foreign file: say so in one line
-        raise fail(f"cannot read {warehouse.label}: {printable(str(error))}") from None
+        raise fail(f"cannot read {warehouse.label}: {printable(failure_reason(error))}") from None
     if retire is not None:
         _retire(warehouse, found, retire)
         return

@@ -347,6 +347,11 @@ def test_a_destination_dlt_does_not_know_or_cannot_reach_is_one_line_filed_under
     shown = run_cli(["status", "--destination", "postgres"], cwd=tmp_path, env=broken)
     line = assert_one_line_failure(shown, "cannot read the postgres destination")
     assert "secret" not in line
+    # No credentials at all: the setting to give, not dlt's many lines escaped into one.
+    for destination, variable in (("postgres", "CREDENTIALS"), ("filesystem", "BUCKET_URL")):
+        bare = run_cli(["status", "--destination", destination], cwd=tmp_path, env=env)
+        line = assert_one_line_failure(bare, f"set DESTINATION__{destination.upper()}__{variable}")
+        assert "\\n" not in line, line
 
 
 def test_an_unknown_resource_is_a_one_line_error(
