@@ -245,6 +245,9 @@ class _Run:
         )
         if ledger is not None:
             held.callback(ledger.close)
+            # The cursors the warehouse holds, also where the local folder is new (each run on a
+            # shared database has one of its own; `forget` and a replaced file clear it).
+            pipeline.sync_destination()
             ledger.watch(source, _lists_with_cursors(pipeline))
         return self._run(connection, pipeline, source, ledger)
 

@@ -6,11 +6,13 @@ own record is the truth), in its summary and in `status`."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from pipelines.warehouse import Warehouse
 from sandbox import RunningSandbox
 from tests.support import (
     SandboxFactory,
@@ -135,3 +137,14 @@ def test_a_first_load_of_a_subscribed_workspace_counts_nothing_as_missed(
     shown = run_cli(["status", "--duckdb", str(warehouse)], cwd=tmp_path, env=env)
     assert shown.returncode == 0, describe(shown)
     assert "missed" not in shown.stdout, shown.stdout
+
+    # A later load counts again, also when its local working folder is new (as after `forget`,
+    # or on a shared database, where each run has one of its own): the cursors are the
+    # warehouse's, not the folder's. No receiver runs, so every change is missed.
+    admin(running, "POST", "/touch", {"entity": "contacts", "count": 3})
+    shutil.rmtree(Warehouse.at(warehouse).pipelines_dir)
+    later = run_cli(load_args(warehouse), cwd=tmp_path, env=env)
+    assert later.returncode == 0, describe(later)
+    said = re.search(r"webhooks: (\d+) changed .* missed", later.stderr)
+    assert said is not None, describe(later)
+    assert int(said[1]) >= 3
