@@ -1,8 +1,9 @@
 -- One row per workspace and document (template) loaded or named by a loaded shipment: its
 -- properties, its fields, and how its shipments did. A document the service deleted stays,
 -- flagged (`is_deleted`, `deleted_at`): its live shipments still name it, and a join from them
--- must not lose them. So does one deleted before the warehouse's first load, which only its
--- shipments name (`is_loaded` false): its name is theirs, its other properties unknown. Ids are
+-- must not lose them. So does one whose record was never loaded (deleted before the
+-- warehouse's first load, or not loaded yet), which only its shipments name (`is_loaded`
+-- false): its name is theirs, its other properties unknown (`is_deleted` too). Ids are
 -- unique only within a workspace: every join carries `workspace_id` (or use `document_key`).
 
 with
@@ -49,8 +50,9 @@ named_only as (
         cast(null as {{ dbt.type_boolean() }}) as is_password_protected,
         cast(null as {{ type_timestamp_tz() }}) as created_at,
         cast(null as {{ type_timestamp_tz() }}) as updated_at,
-        -- the service no longer serves it; when it went is unknown
-        true as is_deleted,
+        -- unknown: deleted before the first load, or its record not loaded yet (a stopped
+        -- load, `--resources shipments`)
+        cast(null as {{ dbt.type_boolean() }}) as is_deleted,
         cast(null as {{ type_timestamp_tz() }}) as deleted_at,
         false as is_loaded
 
