@@ -39,18 +39,20 @@ def working_folder(published: Path) -> Path:
 
 
 def check_own_folders(published: Path) -> None:
-    """One line when another DuckDB file beside `published` has its stem (`x.db` beside
-    `x.duckdb`): the working and dlt folders are named after the stem, so their runs would
-    write each other's state and working copy, and lose each other's rows.
+    """One line when another warehouse beside `published` has its stem (`x.db` beside
+    `x.duckdb`, both loaded): the working and dlt folders are named after the stem, so their
+    runs would write each other's state and working copy, and lose each other's rows. A copy
+    no run has used (`x.bak`, a backup) is no warehouse, and is let be.
 
     Raises:
         WarehousePathError: such a file exists (a DuckDB database, not a text).
     """
     stem = published.stem
-    pattern = f"{glob.escape(stem)}.*"
-    for other in sorted(published.parent.glob(pattern)):
+    for other in sorted(published.parent.glob(f"{glob.escape(stem)}*")):
         same_stem = other.name != published.name and other.stem == stem and other.is_file()
-        if same_stem and has_duckdb_header(other):
+        # Only a warehouse runs have used (its lock beside it): a backup copy is no clash.
+        used = (other.parent / f".{other.name}.lock").exists()
+        if same_stem and used and has_duckdb_header(other):
             raise WarehousePathError(
                 f"{other.name} beside {published} would share its working folders "
                 f"(.{stem}.work, .{stem}.dlt): rename one of the two files"

@@ -4,12 +4,12 @@ one line, and the next run ends equal to the sandbox."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 from pipelines.status.read import read_status
@@ -260,15 +260,23 @@ def test_an_unwritable_folder_or_a_corrupt_file_is_one_line_and_untouched(
         one_line(again, f"{path} is not a DuckDB file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt.duckdb", "empty.duckdb"]
 
-    # Two DuckDB files of one stem would share their working folders, named after it: each
-    # run deleted the other's state and working copy (a full refresh lost its rows).
+    # Two warehouses of one stem would share their working folders, named after it: each
+    # run deleted the other's state and working copy (a full refresh lost its rows). A backup
+    # copy beside them, which no run used, is no clash.
     beside = tmp_path / "beside"
     beside.mkdir()
-    with duckdb.connect(str(beside / "signing.db")) as other:
-        other.execute("create table kept (x integer)")
+    first = run_cli(load_args(beside / "signing.db"), cwd=tmp_path, env=env)
+    assert first.returncode == 0, describe(first)
+    shutil.copyfile(beside / "signing.db", beside / "signing.bak")
+    before = sorted(p.name for p in beside.iterdir())
     twin = run_cli(load_args(beside / "signing.duckdb"), cwd=tmp_path, env=env)
     one_line(twin, "signing.db beside", "rename one of the two files")
-    assert sorted(p.name for p in beside.iterdir()) == ["signing.db"]
+    assert sorted(p.name for p in beside.iterdir()) == before
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    shutil.copyfile(beside / "signing.db", backup / "signing.bak")
+    alone = run_cli(load_args(backup / "signing.duckdb"), cwd=tmp_path, env=env)
+    assert alone.returncode == 0, describe(alone)
 
 
 def test_since_on_a_warehouse_with_cursors_is_said_to_be_ignored(
