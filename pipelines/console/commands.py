@@ -26,7 +26,7 @@ def warehouse_named(path: Path, destination: str = DEFAULT_DESTINATION) -> Wareh
     try:
         return Warehouse.at(path, destination)
     except SigningEtlError as error:
-        raise fail(str(error)) from None
+        raise fail(str(error), error.exit_code) from None
 
 
 @contextlib.contextmanager

@@ -29,10 +29,10 @@ from pipelines.outcome import Outcome, is_signal
 from pipelines.warehouse import Warehouse
 from sources.signing import RunControl, RunStopped
 
-# What a workspace's load may end with before it loads: a locked or unusable warehouse, a
-# setting missing. Most end the run (`fatal`); a busy or lost workspace lock does not.
-# What no other workspace could load past either: the warehouse itself. A broken setting is
-# not: each workspace meets it (or not: settings may be a workspace's own) and records it.
+# What ends a run of several workspaces (`fatal`): the warehouse itself, which no other
+# workspace could load past either (a busy or lost workspace lock is one workspace's). A broken
+# setting is not: each workspace meets it (or not: settings may be a workspace's own) and its
+# run records it.
 FATAL_FAILURES: tuple[type[BaseException], ...] = (WarehouseError,)
 
 

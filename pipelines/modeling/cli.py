@@ -59,5 +59,9 @@ def build_models_or_fail(
             raise fail(f"models failed (raw data is loaded and kept): {result.summary}")
     output.info(result.summary)
     if select and result.nodes == 0:  # dbt itself only says it has nothing to do
-        raise fail(f"--select {select!r} matches no model, snapshot or test of the project", 2)
+        raise fail(
+            f"--select {select!r} matches no model, snapshot or test of the project (unit "
+            "tests run with --unit-tests)",
+            2,
+        )
     return result
