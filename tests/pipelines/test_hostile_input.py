@@ -178,14 +178,21 @@ def test_status_reads_a_warehouse_whose_data_holds_markup(loaded: Loaded) -> Non
 
 
 def test_configured_workspace_names_with_markup_and_dots_load_and_print_as_written(
-    make_sandbox: SandboxFactory, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
-    running = make_sandbox(shipments=20, limits_enabled=False)
+    # Two workspaces: one key under two names is refused (they would be one workspace).
+    config = SandboxConfig(seed=19, shipments=20, start_ms=START_MS, limits_enabled=False)
+    with RunningSandbox(*config.workspaces(2)) as running:
+        _names_with_markup_load_and_print_as_written(running, tmp_path)
+
+
+def _names_with_markup_load_and_print_as_written(running: RunningSandbox, tmp_path: Path) -> None:
+    markup_key, sales_key = running.api_keys
     (tmp_path / ".dlt").mkdir()
     (tmp_path / ".dlt" / "secrets.toml").write_text(
         f'[sources.signing]\nbase_url = "{running.base_url}"\n'
-        f'[sources.signing.workspaces."{MARKUP}"]\napi_key = "{running.api_key}"\n'
-        f'[sources.signing.workspaces."eu.sales"]\napi_key = "{running.api_key}"\n'
+        f'[sources.signing.workspaces."{MARKUP}"]\napi_key = "{markup_key}"\n'
+        f'[sources.signing.workspaces."eu.sales"]\napi_key = "{sales_key}"\n'
     )
     env = {
         **cli_env(None),
