@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
+from functools import partial
 from typing import Any
 
 from .context import SyncContext
@@ -36,6 +37,19 @@ def not_yet_fetched(
     }
 
 
+def _rows_of(
+    context: SyncContext, fetch_one: Callable[[str], list[Record]], parents: str, item: str
+) -> list[Record] | None:
+    """The rows of one parent; None when it is gone (asked in the pool's thread): a 404 that
+    the parent's own GET confirms."""
+    try:
+        return fetch_one(item)
+    except NotFound:
+        if context.still_served(parents, item) is False:
+            return None
+        raise
+
+
 def fetch_for_each(
     context: SyncContext,
     ids: Iterable[str] | Mapping[str, Version],
@@ -62,16 +76,7 @@ def fetch_for_each(
     running: dict[Future[list[Record] | None], str] = {}
     unconfirmed = 0
     stopped: RunStopped | None = None
-
-    def fetched(item: str) -> list[Record] | None:
-        """The rows of one parent; None when it is gone (asked in the pool's thread)."""
-        try:
-            return fetch_one(item)
-        except NotFound:
-            if context.still_served(parents, item) is False:
-                return None
-            raise
-
+    fetched = partial(_rows_of, context, fetch_one, parents)
     try:
         while True:
             # At most `concurrency` of this call's requests queue at once, so the transformers
