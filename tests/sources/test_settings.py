@@ -117,20 +117,24 @@ def test_the_key_is_blanked_from_words_before_they_are_cut_or_quoted(
     assert len(line) <= QUOTE_LIMIT
 
 
-@pytest.mark.parametrize("pasted", [f"\u201c{KEY}\u201d", KEY + "\u00e9"])
-def test_a_key_with_a_character_that_is_not_ascii_is_refused_before_any_request(
-    pasted: str,
-) -> None:
-    """A header is ASCII: such a key ended in the HTTP library's traceback, and no run record."""
+def refusal_of_key(pasted: str) -> tuple[str, int]:
+    """What `connect` says of the key `pasted`, and the requests the stand-in got before."""
     with StandIn(FakeAPI({KEY: FakeWorkspace("ws_pasted")}).app()) as stand_in:
         with environment_set(variables(stand_in.base_url)):
             settings = configured_source()
         settings.api_key = pasted
         with pytest.raises(SigningAPIError) as refused:
             connect(settings)
-        requests = stand_in.count
+        return str(refused.value), stand_in.count
 
-    said = str(refused.value)
+
+@pytest.mark.parametrize("pasted", [f"\u201c{KEY}\u201d", KEY + "\u00e9"])
+def test_a_key_with_a_character_that_is_not_ascii_is_refused_before_any_request(
+    pasted: str,
+) -> None:
+    """A header is ASCII: such a key ended in the HTTP library's traceback, and no run record."""
+    said, requests = refusal_of_key(pasted)
+
     assert said.startswith("api_key holds a character that is not ASCII"), said
     assert KEY not in said
     assert requests == 0
@@ -140,15 +144,8 @@ def test_a_key_with_a_character_that_is_not_ascii_is_refused_before_any_request(
 def test_a_key_pasted_with_a_space_or_line_break_is_refused_before_any_request(
     pasted: str,
 ) -> None:
-    with StandIn(FakeAPI({KEY: FakeWorkspace("ws_pasted")}).app()) as stand_in:
-        with environment_set(variables(stand_in.base_url)):
-            settings = configured_source()
-        settings.api_key = pasted
-        with pytest.raises(SigningAPIError) as refused:
-            connect(settings)
-        requests = stand_in.count
+    said, requests = refusal_of_key(pasted)
 
-    said = str(refused.value)
     assert said.startswith("api_key holds a space, a line break"), said
     assert KEY not in said
     assert requests == 0
