@@ -85,20 +85,9 @@ def load_command(
     other lists and their cursors stay); `--reload FROM..TO` reads again what changed in a
     window and merges it, leaving every cursor where it was. docs/loading.md says more.
     """
-    chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
-    if chosen:
-        try:
-            chosen_resources(chosen)  # an unknown name is a usage error (exit 2)
-        except SigningAPIError as error:
-            raise fail(str(error), EXIT_USAGE) from None
-    window = _reload_window(reload, chosen, since, full_refresh, reconcile)
-    if since is not None:
-        try:
-            parse_iso(since)
-        except ValueError:
-            raise fail(
-                f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)", EXIT_USAGE
-            ) from None
+    options = _load_options(
+        since, full_refresh, resources, max_requests, reconcile, allow_mass_delete, reload
+    )
     warehouse = warehouse_named(duckdb, destination)
     if parallel > 1 and not warehouse.takes_concurrent_writers:
         raise fail(
@@ -106,9 +95,6 @@ def load_command(
             "a destination that takes concurrent writers, such as --destination postgres"
         )
     entries = _workspaces_to_load(warehouse, workspace or [])
-    options = LoadOptions(
-        since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete, window
-    )
     several = len(entries) > 1
     started = datetime.now(UTC)
     loads: list[WorkspaceLoad] = []
@@ -138,6 +124,36 @@ def load_command(
         _leave(loads[0])
     if code:
         raise typer.Exit(code)
+
+
+def _load_options(
+    since: str | None,
+    full_refresh: bool,
+    resources: str | None,
+    max_requests: int | None,
+    reconcile: bool,
+    allow_mass_delete: bool,
+    reload: str | None,
+) -> LoadOptions:
+    """The command line's options as a load takes them, or a one-line usage error (exit 2):
+    an unknown resource, a reload window it cannot take, a `--since` that is no time."""
+    chosen = tuple(r.strip() for r in resources.split(",") if r.strip()) if resources else None
+    if chosen:
+        try:
+            chosen_resources(chosen)
+        except SigningAPIError as error:
+            raise fail(str(error), EXIT_USAGE) from None
+    window = _reload_window(reload, chosen, since, full_refresh, reconcile)
+    if since is not None:
+        try:
+            parse_iso(since)
+        except ValueError:
+            raise fail(
+                f"--since {since!r} is not an ISO 8601 time (e.g. 2026-01-01)", EXIT_USAGE
+            ) from None
+    return LoadOptions(
+        since, full_refresh, chosen, max_requests, reconcile, allow_mass_delete, window
+    )
 
 
 def _reload_window(

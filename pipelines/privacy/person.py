@@ -9,8 +9,16 @@ from typing import Any
 from pipelines.errors import SigningEtlError
 from pipelines.privacy.change import participle
 from pipelines.raw.privacy_records import PolicyRecord
-from pipelines.raw.run_records import configured_names, read_runs
-from pipelines.warehouse import columns_by_table, loaded_workspaces
+from pipelines.raw.run_records import (
+    configured_names,
+    described_workspace,
+    read_runs,
+    workspaces_named,
+)
+from pipelines.warehouse import (
+    columns_by_table,
+    loaded_workspaces,
+)
 from sources.signing import PrivacyPolicy
 from sources.signing.pseudonyms import normalised
 
@@ -85,17 +93,9 @@ def _contacts_with_id(
     rows = client.execute_sql(f"select workspace_id, email from {table} where id = %s", contact_id)
     configured = configured_names(read_runs(client, columns))
     known = loaded_workspaces(client)
-    wanted = (workspace or "").strip().casefold()
-    named = {
-        w.id
-        for w in known
-        if wanted
-        in {(name or "").strip().casefold() for name in (w.id, w.name, configured.get(w.id))}
-    }
+    named = {w.id for w in workspaces_named(known, workspace or "", configured)}
     if workspace is not None and not named:
-        listed = ", ".join(
-            f"{w} as {configured[w.id]!r}" if w.id in configured else str(w) for w in known
-        )
+        listed = ", ".join(described_workspace(w, configured) for w in known)
         raise ErasureRefused(
             f"no workspace {workspace!r} in this warehouse; its workspaces: {listed}"
         )

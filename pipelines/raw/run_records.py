@@ -17,7 +17,14 @@ import dlt
 import orjson
 
 from pipelines.outcome import Outcome
-from pipelines.warehouse import SqlClient, Warehouse, ensure_table, insert_rows, transaction
+from pipelines.warehouse import (
+    LoadedWorkspace,
+    SqlClient,
+    Warehouse,
+    ensure_table,
+    insert_rows,
+    transaction,
+)
 from sources.signing import RunCounters
 
 RUNS_TABLE = "_signing_runs"
@@ -211,3 +218,35 @@ def journaled_runs(warehouse: Warehouse) -> list[RunRecord]:
         except (orjson.JSONDecodeError, TypeError, ValueError):
             continue
     return runs
+
+
+def workspaces_named(
+    known: Iterable[LoadedWorkspace], text: str, configured: Mapping[str, str]
+) -> list[LoadedWorkspace]:
+    """The workspaces a user's `--workspace` names: by id, by the name `load` ran it under
+    (`configured`, by id) or by the service's name; each exactly first, then ignoring case and
+    surrounding spaces (the first way that names any)."""
+    every = list(known)
+    by_way: list[list[tuple[LoadedWorkspace, str | None]]] = [
+        [(w, w.id) for w in every],
+        [(w, configured.get(w.id)) for w in every],
+        [(w, w.name) for w in every],
+    ]
+    for exact in (True, False):
+        for pairs in by_way:
+            found = [w for w, name in pairs if _same(name, text, exact)]
+            if found:
+                return found
+    return []
+
+
+def _same(name: str | None, text: str, exact: bool) -> bool:
+    if exact:
+        return name == text
+    return (name or "").strip().casefold() == text.strip().casefold()
+
+
+def described_workspace(workspace: LoadedWorkspace, configured: Mapping[str, str]) -> str:
+    """`name (id)`, with the name `load` ran it under (`configured`, by id) when it has one."""
+    name = configured.get(workspace.id)
+    return f"{workspace} as {name!r}" if name else str(workspace)

@@ -23,7 +23,10 @@ from pipelines.raw import run_records
 from pipelines.report.page import notebook_html
 from pipelines.shipped import shipped
 from pipelines.status.read import recorded_runs
-from pipelines.warehouse import LoadedWorkspace, Warehouse
+from pipelines.warehouse import (
+    LoadedWorkspace,
+    Warehouse,
+)
 
 NOTEBOOKS_DIR = shipped("notebooks")
 FUNNEL_NOTEBOOK = NOTEBOOKS_DIR / "signing_funnel.ipynb"
@@ -169,35 +172,18 @@ def find_workspace(
     place = Warehouse.of(warehouse)
     known = place.workspaces()
     names = configured or {}
-    wanted = workspace.strip().casefold()
-
-    def folded(text: str | None) -> str:
-        return (text or "").strip().casefold()
-
-    for matches in (
-        [w for w in known if w.id == workspace],
-        [w for w in known if names.get(w.id) == workspace],
-        [w for w in known if w.name == workspace],
-        [w for w in known if folded(w.id) == wanted],
-        [w for w in known if folded(names.get(w.id)) == wanted],
-        [w for w in known if folded(w.name) == wanted],
-    ):
-        if len(matches) == 1:
-            return matches[0]
-        if matches:
-            listed = ", ".join(map(str, matches))
-            raise ReportError(
-                f"{len(matches)} workspaces of {place.label} are named {workspace!r}: "
-                f"give the id of one ({listed})"
-            )
-    listed = ", ".join(_described(w, names) for w in known) or "none loaded yet"
+    matches = run_records.workspaces_named(known, workspace, names)
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        listed = ", ".join(map(str, matches))
+        raise ReportError(
+            f"{len(matches)} workspaces of {place.label} are named {workspace!r}: "
+            f"give the id of one ({listed})"
+        )
+    described = ", ".join(run_records.described_workspace(w, names) for w in known)
+    listed = described or "none loaded yet"
     raise ReportError(f"no workspace {workspace!r} in {place.label}; its workspaces: {listed}")
-
-
-def _described(workspace: LoadedWorkspace, configured: Mapping[str, str]) -> str:
-    """`name (id)`, with the name it is configured under when it has one."""
-    name = configured.get(workspace.id)
-    return f"{workspace} as {name!r}" if name else str(workspace)
 
 
 def execute_notebook(

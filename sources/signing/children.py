@@ -91,16 +91,13 @@ def fetch_for_each(
                 item = running.pop(future)
                 try:
                     rows = future.result()
-                except NotFound:  # its parent answers (or did not): it stays pending
-                    unconfirmed += 1
-                    continue
-                except CancelledError:  # queued when the run stopped: it stays pending
+                except (NotFound, CancelledError) as error:  # it stays pending
+                    unconfirmed += isinstance(error, NotFound)  # its parent answers, or did not
                     continue
                 except RunStopped as stop:
-                    if stopped is None:
-                        stopped = stop
-                        for other in running:
-                            other.cancel()  # not started yet: dropped, its id stays pending
+                    stopped = stopped or stop
+                    for other in running:
+                        other.cancel()  # not started yet: dropped; those under way finish
                     continue
                 if rows is None:  # the parent vanished between the list and this call
                     context.deletions.not_found(parents, item)
@@ -109,10 +106,9 @@ def fetch_for_each(
                     settled[item] = version
                 if rows:
                     yield rows
-    except RunStopped:
-        for future in running:
-            future.cancel()  # queued requests are dropped, not drained; their ids stay pending
-        raise
+    finally:
+        for future in running:  # left by an error: queued requests are dropped, ids pending
+            future.cancel()
     if stopped is not None:
         raise stopped
     if unconfirmed:
