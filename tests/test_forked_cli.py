@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import cli_env, load_args, run_fresh_cli
+from tests.support import SandboxFactory, cli_env, describe, load_args, run_fresh_cli
 from tests.support.forked_cli import forked_cli
 from tests.support.webhooks import free_port, wait_until
 
@@ -77,3 +77,30 @@ def test_a_command_that_outlives_its_timeout_is_ended_with_its_process(tmp_path:
             cli.run(["sandbox", "--port", "0", "--shipments", "5"], timeout=5)
         # SIGKILL is delivered at once, but a process takes a moment to end.
         wait_until(lambda: _running_in_group(group) == [], 30, "the hung command's process ended")
+
+
+def _files_of(folder: Path) -> list[str]:
+    """The files under `folder`, their numbers and hashes (load ids, job ids) left out."""
+    names = (str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
+    return sorted(re.sub(r"[0-9a-f]{10}|\d+(\.\d+)?", "#", name) for name in names)
+
+
+def test_a_forked_load_leaves_the_files_a_fresh_one_does(
+    tmp_path: Path, make_sandbox: SandboxFactory
+) -> None:
+    """A forked command ends without the interpreter's teardown (`forked_cli`'s docstring):
+    a connection or file the product left to a finalizer would show here, as a DuckDB
+    write-ahead log or a missing file beside the forked load's warehouse."""
+    env = cli_env(make_sandbox(seed=3, shipments=30, limits_enabled=False))
+    folders = {kind: tmp_path / kind for kind in ("fresh", "forked")}
+    args = {kind: load_args(folder / "signing.duckdb") for kind, folder in folders.items()}
+    for folder in folders.values():
+        folder.mkdir()
+    fresh = run_fresh_cli(args["fresh"], cwd=folders["fresh"], env=env)
+    with forked_cli(folders["forked"], env) as cli:
+        forked = cli.run(args["forked"], env=env)
+    assert (fresh.returncode, forked.returncode) == (0, 0), describe(fresh) + describe(forked)
+    files = {kind: _files_of(folder) for kind, folder in folders.items()}
+    assert "signing.duckdb" in files["forked"], files["forked"]
+    assert not [name for name in files["forked"] if name.endswith(".wal")], files["forked"]
+    assert files["forked"] == files["fresh"]
