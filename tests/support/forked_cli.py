@@ -3,8 +3,9 @@ each is its own process with its own exit code and streams, as a fresh interpret
 without the seconds of CPU that importing the CLI (and dbt, for a command that builds the
 models) costs every fresh interpreter.
 
-The forking process imports `pipelines.cli` and dbt's runner and nothing else, reads no
-configuration, and forks one child per command. The child takes the command's working folder
+The forking process imports the CLI, dbt's runner and what a load or a build would import or
+build on first use anyway (`WARM_IMPORTS`, `DBT_SCHEMAS`), reads no configuration, and forks
+one child per command. The child takes the command's working folder
 and environment (the whole of `os.environ`, replaced), then runs the console script's own entry
 point (`pipelines.cli:run`) and exits as a fresh process would: its threads waited for, exit
 handlers run, streams flushed, a traceback and exit 1 for an uncaught exception. It then ends
@@ -15,6 +16,7 @@ permanent generation (`gc.freeze`) before its first fork, so that no child's col
 them (a small load: 1.5 s of CPU without, 1.35 s with). What only a teardown does, a file or
 connection left open closed by its finalizer, the product does not leave to it:
 `tests/test_forked_cli.py` compares a forked load's files with a fresh one's.
+`benchmarks.forked_cli_bench` measures what a forked load, `status` and build cost.
 
 So a command run here sees what it would see as `python -m pipelines.cli`, minus the wait for
 the import: the CLI, dlt and dbt read their settings from the environment when a command first
@@ -66,6 +68,8 @@ DBT_SCHEMAS = (
 
 # The forking process: reads one request a line ({"args", "cwd", "env", "stdout", "stderr"}),
 # answers each with the child's wait status. Single-threaded (checked), so forking it is safe.
+# It, too, ends without a teardown once its input ends: its frozen heap would only be freed
+# (and DuckDB's bindings would report what the freeze kept as leaks).
 _FORKER = """
 import atexit, gc, importlib, json, os, sys, threading, time
 SCHEMAS = json.loads(sys.argv[1])
