@@ -15,7 +15,6 @@ worker's first build does; the medians printed are those of the `--rounds` round
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import tempfile
@@ -23,15 +22,8 @@ from pathlib import Path
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, cli_env, describe
+from tests.support.cpu_log import reaped_children_seconds
 from tests.support.forked_cli import ForkedCli
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def reaped_children_seconds(pid: int) -> float:
-    """CPU seconds of the reaped children of process `pid` (cutime + cstime in /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[13]) + int(fields[14])) / TICKS
 
 
 def timed(cli: ForkedCli, args: list[str], env: dict[str, str]) -> float:

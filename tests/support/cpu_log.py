@@ -25,8 +25,25 @@ LOG_VARIABLE = "SIGNING_TEST_CPU_LOG"
 _PROC = Path("/proc")
 _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # /proc/<pid>/stat after the command's closing parenthesis: state is field 0, ppid 1, and
-# utime, stime, cutime, cstime are fields 11 to 14.
-_PPID, _CPU_FIELDS = 1, slice(11, 15)
+# utime, stime, cutime, cstime are fields 11 to 14 (the last two: its reaped children's).
+_PPID, _CPU_FIELDS, _REAPED_FIELDS = 1, slice(11, 15), slice(13, 15)
+
+
+def _stat_fields(process: Path) -> list[str] | None:
+    """The fields of a `/proc/<pid>` entry's `stat` (see above); None once it has ended."""
+    try:
+        return (process / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def reaped_children_seconds(pid: int) -> float:
+    """CPU seconds of the children process `pid` has waited for so far (Linux only): what a
+    process that forks commands, such as the forked CLI's, spent in them."""
+    fields = _stat_fields(_PROC / str(pid))
+    if fields is None:
+        raise ProcessLookupError(f"no process {pid}")
+    return sum(int(value) for value in fields[_REAPED_FIELDS]) / _TICKS_PER_SECOND
 
 
 def _live_children_seconds() -> float:
@@ -38,11 +55,8 @@ def _live_children_seconds() -> float:
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended while we looked
-        if fields[_PPID] == me:
+        fields = _stat_fields(entry)
+        if fields is not None and fields[_PPID] == me:  # None: ended while we looked
             ticks += sum(int(value) for value in fields[_CPU_FIELDS])
     return ticks / _TICKS_PER_SECOND
 
