@@ -8,18 +8,13 @@
       `fill_staging_columns`, every column of `columns` (a list of [name, type] pairs) is
       selected when it exists and is a typed null when it does not, and a missing table gives
       no rows, so staging models have the same shape on every warehouse.
+    - Which columns exist comes from `signing_raw_columns`, asked of the warehouse itself.
 -#}
 {% macro signing_completed_rows(table_name, columns, root_table=none) -%}
     {%- set relation = source('signing', table_name) -%}
     {%- set loads = source('signing', '_dlt_loads') -%}
     {%- set root = source('signing', root_table) if root_table else none -%}
-    {%- set found = load_relation(relation) if execute else none -%}
-    {%- set existing = [] -%}
-    {%- if found is not none -%}
-        {%- for column in adapter.get_columns_in_relation(found) -%}
-            {%- do existing.append(column.name | lower) -%}
-        {%- endfor -%}
-    {%- endif %}
+    {%- set existing = signing_raw_columns(relation) %}
     select
     {%- for name, data_type in columns %}
         {% if name | lower in existing -%}
@@ -29,7 +24,7 @@
         {%- endif -%}
         {{- "," if not loop.last }}
     {%- endfor %}
-    {%- if found is none %}
+    {%- if not existing %}
     where 1 = 0
     {%- elif root is none %}
     from {{ relation }}

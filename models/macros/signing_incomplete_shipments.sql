@@ -11,8 +11,7 @@
 {% macro signing_incomplete_shipments() -%}
     {%- set text = dbt.type_string() -%}
     {%- set relation = source('signing', '_signing_incomplete_shipments') -%}
-    {%- set found = load_relation(relation) if execute else none -%}
-    {%- if found is none %}
+    {%- if not signing_raw_columns(relation) %}
     select
         cast(null as {{ text }}) as workspace_id,
         cast(null as {{ text }}) as shipment_id
