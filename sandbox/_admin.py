@@ -95,6 +95,7 @@ class Admin:
                 "deleted": {kind: len(store.deleted.of(kind)) for kind in RECORD_KINDS},
                 "requests_served": lane.served,
                 "requests_refused": lane.refused,
+                "requests_held": lane.held,
                 "webhook_attempts": self.dispatcher.attempts[store.workspace.id],
                 "activity_running": self._running(store),
                 "generation_seconds": round(store.generation_seconds, 3),

@@ -77,6 +77,11 @@ class SandboxConfig:
     # list, on people; a status it does not list and a count sent as text.
     new_personal_fields: bool = False
     new_values_and_types: bool = False
+    # A service that stops answering for a while: once the workspace has had `hold_after`
+    # more /v1 requests, every further one waits, unanswered and not refused, until this is
+    # set back to None. A test keeps a run in the middle of its reads exactly as long as it
+    # needs, where pacing the run slowly would only make that likely.
+    hold_after: int | None = None
     behaviour: Behaviour = field(default_factory=Behaviour)
 
     @property
@@ -108,6 +113,7 @@ RUNTIME_SETTINGS = (
     "fault_retry_after",
     "fault_retry_after_s",
     "fault_truncate_rate",
+    "hold_after",
     "limits_enabled",
     "new_personal_fields",
     "new_values_and_types",
@@ -149,8 +155,10 @@ def _check_setting(name: str, value: Any) -> None:
         if not isinstance(value, bool):
             raise SandboxError(422, "invalid_request", f"{name} must be true or false")
         return
-    if value is None and name in ("requests_per_minute", "daily_requests"):
+    if value is None and name in ("requests_per_minute", "daily_requests", "hold_after"):
         return
+    if name == "hold_after" and (not isinstance(value, int) or isinstance(value, bool)):
+        raise SandboxError(422, "invalid_request", "hold_after must be a whole number or null")
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
         raise SandboxError(422, "invalid_request", f"{name} must be a number of at least 0")
     if name.endswith("_rate") and value > 1:

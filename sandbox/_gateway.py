@@ -7,6 +7,7 @@ on whatever the route answered, errors included.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -25,7 +26,8 @@ from ._timeline import DAY_MS
 
 class Lane:
     """One workspace's side of the gateway: the buckets of its keys, its per-minute and daily
-    caps, the dice of its faults, and how many of its requests it served and refused."""
+    caps, the dice of its faults, whether it holds requests, and how many of its requests
+    arrived, were served, refused and are held now."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -33,11 +35,26 @@ class Lane:
         self._rng = random.Random(store.config.seed + 13)
         self.served = 0
         self.refused = 0
+        self.arrived = 0
+        self.held = 0
+        self._holding: int | None = None  # the `hold_after` the hold below was armed with
+        self._hold_from: int | None = None  # requests past this arrival wait
+        self._released = asyncio.Event()
+        self._released.set()
         self.reset()
 
     def reset(self) -> None:
-        """Start the workspace's buckets afresh, after a configuration change."""
+        """Start the workspace's buckets afresh, after a configuration change; arm or lift
+        the hold when `hold_after` changed."""
         config = self.store.config
+        if config.hold_after != self._holding:
+            self._holding = config.hold_after
+            if config.hold_after is None:
+                self._hold_from = None
+                self._released.set()
+            else:
+                self._hold_from = self.arrived + config.hold_after
+                self._released.clear()
         self._key_buckets.clear()
         self._minute = SlidingWindow(config.effective_requests_per_minute, 60.0)
         self._daily = (
@@ -49,6 +66,17 @@ class Lane:
     def _sandbox_day(self) -> tuple[int, float]:
         now = self.store.clock.now_ms()
         return now // DAY_MS, ((now // DAY_MS + 1) * DAY_MS - now) / 1000
+
+    async def wait_while_held(self) -> None:
+        """Count a request in, and keep it waiting while the workspace holds (`hold_after`)."""
+        self.arrived += 1
+        if self._hold_from is None or self.arrived <= self._hold_from:
+            return
+        self.held += 1
+        try:
+            await self._released.wait()
+        finally:
+            self.held -= 1
 
     def admit(self, key: ApiKey, ip_bucket: TokenBucket) -> Verdict | None:
         config = self.store.config
@@ -147,6 +175,7 @@ class Gateway:
         token = _token(headers)
         lane = self._lane_of(token)
         store = lane.store
+        await lane.wait_while_held()  # before anything is counted: as if it arrived later
         # The Date header is the clock when the request arrived, never later than the data the
         # answer shows: a client that takes it as "read up to here" misses nothing.
         state = scope.setdefault("state", {})

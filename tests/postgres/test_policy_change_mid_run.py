@@ -10,7 +10,6 @@ truth is the sandbox's store and the documented keyed hash."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from pipelines.warehouse import Warehouse
 from pipelines.webhooks.drain import DrainResult, drain
 from pipelines.webhooks.inbox import Delivery, Inbox
 from sandbox import RunningSandbox, SandboxConfig, Store
-from sources.signing import Pacing
 from tests.support import (
     POSTGRES_LOAD,
     START_MS,
@@ -33,7 +31,6 @@ from tests.support import (
     problem_lines,
     run_cli,
     start_cli,
-    wait_for_requests,
     workspaces_env,
 )
 from tests.support.postgres import PostgresDatabase, PostgresServer
@@ -45,15 +42,12 @@ from tests.support.privacy import (
     postgres_contents,
     scan_tables,
 )
-from tests.support.sandboxes import served
+from tests.support.sandboxes import holding, wait_until_held
 
-pytestmark = pytest.mark.slow  # PostgreSQL; a load and a drain paced to read for half a minute
+pytestmark = pytest.mark.slow  # PostgreSQL, several loads
 
-# One request a second: the second workspace's run reads its changed records (each shipment
-# with its audit trail and fields) for about half a minute, long after the first workspace's
-# load (a few seconds) has changed the policy.
-SLOW_PACE = {"SOURCES__SIGNING__REQUESTS_PER_SECOND": "1", "SOURCES__SIGNING__BURST": "1"}
-SLOW_DRAIN = Pacing(requests_per_second=1, burst=1)
+# The second workspace's run (or drain) passes the gate, and the sandbox then holds its next
+# request unanswered (`holding`) until the first workspace's load has changed the policy.
 POSTGRES = "postgres"
 
 
@@ -114,15 +108,16 @@ def test_a_run_that_read_under_the_old_policy_writes_nothing_and_its_next_run_re
                 {"entity": entity, "count": 12},
             )
 
-        asked = served(running)
-        reading = start_cli(
-            [*POSTGRES_LOAD, "--workspace", "second"],
-            cwd=tmp_path,
-            env={**env, **KEEP_WITH_KEY, **SLOW_PACE},
-        )
-        wait_for_requests(running, asked + 3, reading)  # `/me`, then the lists: past the gate
-        world.switch_first_to_minimal()
-        assert reading.poll() is None, "the run ended before the policy changed: nothing tested"
+        # `/me`, then the lists: past the gate; its next request waits until the policy changed.
+        with holding(running, second.workspace.id, after=3):
+            reading = start_cli(
+                [*POSTGRES_LOAD, "--workspace", "second"],
+                cwd=tmp_path,
+                env={**env, **KEEP_WITH_KEY},
+            )
+            wait_until_held(running, second.workspace.id, lambda: reading.poll() is None)
+            world.switch_first_to_minimal()
+            assert reading.poll() is None, "the run ended before the policy changed: nothing tested"
         stopped = finish(reading, timeout=300)
 
         assert world.plaintext_of_second() == {}  # neither raw nor dlt's staging took it
@@ -179,20 +174,19 @@ def test_a_drain_that_read_under_the_old_policy_writes_nothing_and_its_deliverie
         entry = WorkspaceEntry("second", running.base_url, keys["second"])
         drains: list[DrainResult] = []
 
-        def drain_slowly() -> None:  # /me, then each shipment with its trail and fields
-            drains.extend(drain(warehouse, [entry], inbox, pacing=SLOW_DRAIN, hold_seconds=120))
+        def drain_all() -> None:  # /me, then each shipment with its trail and fields
+            drains.extend(drain(warehouse, [entry], inbox, hold_seconds=120))
 
-        asked = served(running)
-        reading = threading.Thread(target=drain_slowly)
-        reading.start()
+        reading = threading.Thread(target=drain_all)
         try:
-            deadline = time.monotonic() + 120
-            while served(running) < asked + 3:  # `/me`, then the shipments: past the gate
-                assert reading.is_alive(), drains
-                assert time.monotonic() < deadline, "the drain made no request"
-                time.sleep(0.05)
-            world.switch_first_to_minimal()
-            assert reading.is_alive(), "the drain ended before the policy changed: nothing tested"
+            # `/me`, then the shipments: past the gate; the next waits until the policy changed.
+            with holding(running, second.workspace.id, after=3):
+                reading.start()
+                wait_until_held(running, second.workspace.id, reading.is_alive)
+                world.switch_first_to_minimal()
+                assert reading.is_alive(), (
+                    "the drain ended before the policy changed: nothing tested"
+                )
         finally:
             reading.join(timeout=300)
 

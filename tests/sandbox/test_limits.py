@@ -313,8 +313,14 @@ def test_config_refuses_unknown_settings(make_sandbox: SandboxFactory, body: Any
 
 @pytest.mark.parametrize(
     "body",
-    [{"requests_per_minute": "many"}, {"burst": -3}, {"fault_429_rate": "often"}],
-    ids=["string-for-int", "negative-burst", "string-for-rate"],
+    [
+        {"requests_per_minute": "many"},
+        {"burst": -3},
+        {"fault_429_rate": "often"},
+        {"hold_after": 1.5},
+        {"hold_after": -1},
+    ],
+    ids=["string-for-int", "negative-burst", "string-for-rate", "fraction-held", "negative-held"],
 )
 def test_config_refuses_values_that_would_break_the_sandbox(
     make_sandbox: SandboxFactory, body: Any

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -68,6 +69,35 @@ def advance_every_workspace(running: RunningSandbox, **by: int) -> None:
 def served(running: RunningSandbox) -> int:
     """`/v1` requests the sandbox has answered so far, refused ones included."""
     return int(admin(running, "GET", "/state")["requests_served"])
+
+
+def held_now(running: RunningSandbox, workspace_id: str) -> int:
+    """The workspace's `/v1` requests the sandbox holds unanswered right now (`hold_after`)."""
+    return int(admin(running, "GET", f"/state?workspace={workspace_id}")["requests_held"])
+
+
+@contextmanager
+def holding(running: RunningSandbox, workspace_id: str, after: int) -> Iterator[None]:
+    """Let the workspace's next `after` requests through, then hold the later ones unanswered
+    until the block ends: a run kept part-way through its reads for as long as a test needs."""
+    path = f"/config?workspace={workspace_id}"
+    admin(running, "PATCH", path, {"hold_after": after})
+    try:
+        yield
+    finally:
+        admin(running, "PATCH", path, {"hold_after": None})
+
+
+def wait_until_held(
+    running: RunningSandbox, workspace_id: str, still_running: Callable[[], bool]
+) -> None:
+    """Block until one of the workspace's requests is held: whatever asked is now waiting for
+    its answer, part-way through its reads. `still_running` tells whether it is alive."""
+    deadline = time.monotonic() + 120
+    while held_now(running, workspace_id) == 0:
+        assert still_running(), "the run ended before any of its requests was held"
+        assert time.monotonic() < deadline, "the run made no request to hold"
+        time.sleep(0.05)
 
 
 def new_key(running: RunningSandbox, **body: Any) -> str:
