@@ -11,7 +11,6 @@ import importlib.resources
 import json
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from html.parser import HTMLParser
@@ -47,6 +46,7 @@ from tests.support import (
     start_cli,
 )
 from tests.support.browser import dom_after_load, offline_page
+from tests.support.sandboxes import holding, wait_until_held
 from tests.support.standin import StandIn
 
 pytestmark = pytest.mark.slow  # loads and builds under attack
@@ -300,20 +300,21 @@ def test_a_load_through_a_symbolic_link_is_refused_while_a_load_on_the_file_runs
     made = run_cli(load_args(real), cwd=tmp_path, env=cli_env(running))
     assert made.returncode == 0, describe(made)
     admin(running, "POST", "/advance", {"days": 7})
-    slow = cli_env(running, requests_per_second=1, burst=1)
-    asked = served(running)
-    first = start_cli(load_args(real), cwd=tmp_path, env=slow)
+    workspace_id = running.store.workspace.id
+    first = None
     try:
-        deadline = time.monotonic() + 60
-        while served(running) < asked + 3 and first.poll() is None:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert first.poll() is None, "the first load ended before the second started"
-        impatient = {**cli_env(running), "SIGNING_ETL_LOCK_WAIT_SECONDS": "0"}
-        second = run_cli(load_args(link), cwd=tmp_path, env=impatient)
+        # The first load reads on until the second has been turned away (its 4th request waits).
+        with holding(running, workspace_id, after=3):
+            first = start_cli(load_args(real), cwd=tmp_path, env=cli_env(running))
+            wait_until_held(
+                running, workspace_id, lambda: first is not None and first.poll() is None
+            )
+            impatient = {**cli_env(running), "SIGNING_ETL_LOCK_WAIT_SECONDS": "0"}
+            second = run_cli(load_args(link), cwd=tmp_path, env=impatient, timeout=60)
+            assert first.poll() is None, "the first load ended before the second started"
     finally:
-        _, stderr = first.communicate(timeout=300)
+        if first is not None:
+            _, stderr = first.communicate(timeout=300)
 
     assert second.returncode == 75, describe(second)  # busy: a stop, tried again later
     (line,) = problem_lines(second.stderr)
