@@ -80,8 +80,11 @@ class SandboxConfig:
     # A service that stops answering for a while: once the workspace has had `hold_after`
     # more /v1 requests, every further one waits, unanswered and not refused, until this is
     # set back to None. A test keeps a run in the middle of its reads exactly as long as it
-    # needs, where pacing the run slowly would only make that likely.
+    # needs, where pacing the run slowly would only make that likely. With `hold_key`, only
+    # the requests that carry that key count and wait: one client of a workspace is held
+    # while its other clients are answered.
     hold_after: int | None = None
+    hold_key: str | None = None
     behaviour: Behaviour = field(default_factory=Behaviour)
 
     @property
@@ -114,6 +117,7 @@ RUNTIME_SETTINGS = (
     "fault_retry_after_s",
     "fault_truncate_rate",
     "hold_after",
+    "hold_key",
     "limits_enabled",
     "new_personal_fields",
     "new_values_and_types",
@@ -159,6 +163,10 @@ def _check_setting(name: str, value: Any) -> None:
         return
     if name == "hold_after" and (not isinstance(value, int) or isinstance(value, bool)):
         raise SandboxError(422, "invalid_request", "hold_after must be a whole number or null")
+    if name == "hold_key":
+        if value is not None and not isinstance(value, str):
+            raise SandboxError(422, "invalid_request", "hold_key must be a key or null")
+        return
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
         raise SandboxError(422, "invalid_request", f"{name} must be a number of at least 0")
     if name.endswith("_rate") and value > 1:

@@ -35,25 +35,23 @@ class Lane:
         self._rng = random.Random(store.config.seed + 13)
         self.served = 0
         self.refused = 0
-        self.arrived = 0
         self.held = 0
-        self._holding: int | None = None  # the `hold_after` the hold below was armed with
-        self._hold_from: int | None = None  # requests past this arrival wait
+        self._holding: tuple[int | None, str | None] = (None, None)  # how the hold was armed
+        self._passes: int | None = None  # requests still let through before the hold
         self._released = asyncio.Event()
         self._released.set()
         self.reset()
 
     def reset(self) -> None:
         """Start the workspace's buckets afresh, after a configuration change; arm or lift
-        the hold when `hold_after` changed."""
+        the hold when `hold_after` or `hold_key` changed."""
         config = self.store.config
-        if config.hold_after != self._holding:
-            self._holding = config.hold_after
+        if (config.hold_after, config.hold_key) != self._holding:
+            self._holding = (config.hold_after, config.hold_key)
+            self._passes = config.hold_after
             if config.hold_after is None:
-                self._hold_from = None
                 self._released.set()
             else:
-                self._hold_from = self.arrived + config.hold_after
                 self._released.clear()
         self._key_buckets.clear()
         self._minute = SlidingWindow(config.effective_requests_per_minute, 60.0)
@@ -67,10 +65,14 @@ class Lane:
         now = self.store.clock.now_ms()
         return now // DAY_MS, ((now // DAY_MS + 1) * DAY_MS - now) / 1000
 
-    async def wait_while_held(self) -> None:
-        """Count a request in, and keep it waiting while the workspace holds (`hold_after`)."""
-        self.arrived += 1
-        if self._hold_from is None or self.arrived <= self._hold_from:
+    async def wait_while_held(self, token: str | None) -> None:
+        """Keep a request waiting while the workspace holds the requests of its key
+        (`hold_after`, `hold_key`), once the ones still let through have gone."""
+        hold_key = self.store.config.hold_key
+        if self._passes is None or (hold_key is not None and token != hold_key):
+            return
+        if self._passes > 0:
+            self._passes -= 1
             return
         self.held += 1
         try:
@@ -175,7 +177,7 @@ class Gateway:
         token = _token(headers)
         lane = self._lane_of(token)
         store = lane.store
-        await lane.wait_while_held()  # before anything is counted: as if it arrived later
+        await lane.wait_while_held(token)  # before anything is counted: as if it came later
         # The Date header is the clock when the request arrived, never later than the data the
         # answer shows: a client that takes it as "read up to here" misses nothing.
         state = scope.setdefault("state", {})

@@ -7,6 +7,8 @@ merge; and a worker with an empty folder continues incrementally from the databa
 from __future__ import annotations
 
 import socket
+import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -28,9 +30,9 @@ from tests.support import (
     run_cli,
     served,
     start_cli,
-    wait_for_requests,
 )
 from tests.support.postgres import PostgresDatabase, PostgresServer
+from tests.support.sandboxes import holding, new_key, wait_until_held
 from tests.support.truth import postgres_differences
 
 pytestmark = pytest.mark.slow  # several first loads and rounds of side-by-side loads
@@ -86,6 +88,17 @@ class Team:
             )
             assert twice == [(0,)], table
 
+    def wait_for_a_queued_lock(self, process: subprocess.Popen[str]) -> None:
+        """Block until a session of the database waits for an advisory lock (a run queued
+        behind another's), while `process` is alive."""
+        deadline = time.monotonic() + 120
+        while self.query(
+            "select count(*) from pg_locks where locktype = 'advisory' and not granted"
+        ) == [(0,)]:
+            assert process.poll() is None, describe(finish(process))
+            assert time.monotonic() < deadline, "no run waited for the lock"
+            time.sleep(0.05)
+
     def advance(self, hours: int) -> None:
         advance_every_workspace(self.running, hours=hours)
 
@@ -105,17 +118,20 @@ def test_one_workspace_is_loaded_by_one_worker_at_a_time(team: Team) -> None:
     workspace equals the sandbox with no row twice."""
     key = team.running.api_keys[0]
     workspace_id = team.running.stores[0].workspace.id
-    # The first worker paced slowly, so that it holds the lock while the others start.
-    folder, env = team.worker(
-        key, SOURCES__SIGNING__REQUESTS_PER_SECOND="5", SOURCES__SIGNING__BURST="1"
-    )
-    first = start_cli(POSTGRES_LOAD, cwd=folder, env=env)
-    wait_for_requests(team.running, 20, first)
-    folder, env = team.worker(key, SIGNING_ETL_LOCK_WAIT_SECONDS="0")
-    impatient = start_cli(POSTGRES_LOAD, cwd=folder, env=env)
-    folder, env = team.worker(key)
-    patient = start_cli(POSTGRES_LOAD, cwd=folder, env=env)
-    stopped, waited, loaded = finish(impatient, 300), finish(patient, 300), finish(first, 300)
+    # The first worker, with a key of its own, holds the lock while the sandbox holds its
+    # 21st request; the other two are answered meanwhile.
+    first_key = new_key(team.running)
+    with holding(team.running, workspace_id, after=20, key=first_key):
+        folder, env = team.worker(first_key)
+        first = start_cli(POSTGRES_LOAD, cwd=folder, env=env)
+        wait_until_held(team.running, workspace_id, lambda: first.poll() is None)
+        folder, env = team.worker(key, SIGNING_ETL_LOCK_WAIT_SECONDS="0")
+        impatient = start_cli(POSTGRES_LOAD, cwd=folder, env=env)
+        folder, env = team.worker(key)
+        patient = start_cli(POSTGRES_LOAD, cwd=folder, env=env)
+        stopped = finish(impatient, 300)
+        team.wait_for_a_queued_lock(patient)
+    waited, loaded = finish(patient, 300), finish(first, 300)
 
     assert loaded.returncode == 0, describe(loaded)
     assert stopped.returncode == 75, describe(stopped)

@@ -77,15 +77,18 @@ def held_now(running: RunningSandbox, workspace_id: str) -> int:
 
 
 @contextmanager
-def holding(running: RunningSandbox, workspace_id: str, after: int) -> Iterator[None]:
-    """Let the workspace's next `after` requests through, then hold the later ones unanswered
-    until the block ends: a run kept part-way through its reads for as long as a test needs."""
+def holding(
+    running: RunningSandbox, workspace_id: str, after: int, key: str | None = None
+) -> Iterator[None]:
+    """Let the workspace's next `after` requests through (of those with `key`, when given),
+    then hold the later ones unanswered until the block ends: a run kept part-way through its
+    reads for as long as a test needs."""
     path = f"/config?workspace={workspace_id}"
-    admin(running, "PATCH", path, {"hold_after": after})
+    admin(running, "PATCH", path, {"hold_after": after, "hold_key": key})
     try:
         yield
     finally:
-        admin(running, "PATCH", path, {"hold_after": None})
+        admin(running, "PATCH", path, {"hold_after": None, "hold_key": None})
 
 
 def wait_until_held(
