@@ -26,8 +26,8 @@ from ._timeline import DAY_MS
 
 class Lane:
     """One workspace's side of the gateway: the buckets of its keys, its per-minute and daily
-    caps, the dice of its faults, whether it holds requests, and how many of its requests
-    arrived, were served, refused and are held now."""
+    caps, the dice of its faults, whether it holds requests, and how many of its requests it
+    served and refused, and holds now."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
