@@ -4,9 +4,10 @@ The staging models ask whether a raw table exists, and which columns it has, whi
 threads compile them at once. dbt keeps no list of a source's schema up front: the first thread
 to ask lists the schema and adds its tables to dbt's relation cache one at a time, and a thread
 that asks meanwhile takes the half-filled list as the whole (dbt-adapters' `list_relations`).
-A staging model that read that list selected no rows from a table that was there: on
-PostgreSQL a nightly build failed on a relationships test about one time in twenty in the
-suite. Here each table's arrival in that cache is slowed down, so the window is wide open.
+A staging model that read that list selected no rows from a table that was there: once, in
+a full run of the suite, a PostgreSQL build failed a relationships test that way, and before
+the fix this test's DuckDB build passed with marts missing every document. Here each table's
+arrival in that cache is slowed down, so the window is wide open.
 """
 
 from __future__ import annotations
