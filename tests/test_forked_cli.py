@@ -12,7 +12,8 @@ import pytest
 
 from tests.support import SandboxFactory, cli_env, describe, load_args, run_fresh_cli
 from tests.support.forked_cli import forked_cli
-from tests.support.webhooks import free_port, wait_until
+from tests.support.waiting import wait_until
+from tests.support.webhooks import free_port
 
 
 def _running_in_group(group: int) -> list[int]:

@@ -40,13 +40,8 @@ from tests.support.privacy import (
     scan_files,
     scan_tables,
 )
-from tests.support.webhooks import (
-    ServedReceiver,
-    free_port,
-    inbox_status,
-    sender_done,
-    wait_until,
-)
+from tests.support.waiting import wait_until
+from tests.support.webhooks import ServedReceiver, free_port, inbox_status, sender_done
 
 # A few minutes: loads, a receiver draining, and (for forget) dbt builds.
 pytestmark = pytest.mark.slow

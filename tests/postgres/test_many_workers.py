@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from tests.support import (
 from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.sandboxes import holding, new_key, wait_until_held
 from tests.support.truth import postgres_differences
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # several first loads and rounds of side-by-side loads
 
@@ -91,13 +91,17 @@ class Team:
     def wait_for_a_queued_lock(self, process: subprocess.Popen[str]) -> None:
         """Block until a session of the database waits for an advisory lock (a run queued
         behind another's), while `process` is alive."""
-        deadline = time.monotonic() + 120
-        while self.query(
-            "select count(*) from pg_locks where locktype = 'advisory' and not granted"
-        ) == [(0,)]:
+
+        def queued() -> bool:
+            waiting = self.query(
+                "select count(*) from pg_locks where locktype = 'advisory' and not granted"
+            )
+            if waiting != [(0,)]:
+                return True
             assert process.poll() is None, describe(finish(process))
-            assert time.monotonic() < deadline, "no run waited for the lock"
-            time.sleep(0.05)
+            return False
+
+        wait_until(queued, 120, "a run queued for the lock")
 
     def advance(self, hours: int) -> None:
         advance_every_workspace(self.running, hours=hours)

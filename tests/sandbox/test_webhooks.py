@@ -22,7 +22,8 @@ import pytest
 
 from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, SandboxFactory, admin, admin_response, client_for, sandbox_now
-from tests.support.webhooks import record, wait_until
+from tests.support.waiting import wait_until
+from tests.support.webhooks import record
 
 # A reply of the receiver: a status code, or (seconds to stall first, status code).
 Reply = int | tuple[float, int]

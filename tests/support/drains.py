@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .webhooks import DEADLINE_S, ServedReceiver, inbox_status, wait_until
+from .waiting import wait_until
+from .webhooks import DEADLINE_S, ServedReceiver, inbox_status
 
 # What every drain's outcome line holds ("workspace W: drain completed ...", "... failed").
 DRAIN_LINE = ": drain "

@@ -12,6 +12,8 @@ import httpx
 
 from sandbox import JSON, RunningSandbox
 
+from .waiting import wait_until
+
 # 2026-01-01T00:00:00Z: a fixed clock start makes the synthetic data identical on every run.
 START_MS = 1_767_225_600_000
 
@@ -96,11 +98,14 @@ def wait_until_held(
 ) -> None:
     """Block until one of the workspace's requests is held: whatever asked is now waiting for
     its answer, part-way through its reads. `still_running` tells whether it is alive."""
-    deadline = time.monotonic() + 120
-    while held_now(running, workspace_id) == 0:
+
+    def held() -> bool:
+        if held_now(running, workspace_id) > 0:
+            return True
         assert still_running(), "the run ended before any of its requests was held"
-        assert time.monotonic() < deadline, "the run made no request to hold"
-        time.sleep(0.05)
+        return False
+
+    wait_until(held, 120, "a request of the run to hold")
 
 
 def new_key(running: RunningSandbox, **body: Any) -> str:

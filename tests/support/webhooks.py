@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,17 +22,9 @@ from sandbox import RunningSandbox, signature
 
 from .cli import cli_env, run_cli
 from .sandboxes import admin
+from .waiting import wait_until
 
 DEADLINE_S = 60.0
-
-
-def wait_until(condition: Callable[[], bool], deadline_s: float, what: str) -> None:
-    """Poll `condition` until it holds, or fail naming `what` after `deadline_s`."""
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {deadline_s} s for {what}")
-        time.sleep(0.02)
 
 
 def record(running: RunningSandbox, workspace: str | None = None) -> dict[str, Any]:

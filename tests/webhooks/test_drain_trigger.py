@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pipelines.webhooks.drain import DrainResult
 from pipelines.webhooks.trigger import DrainTrigger
 from sources.signing import RunControl
-from tests.support.webhooks import DEADLINE_S, wait_until
+from tests.support.waiting import wait_until
+from tests.support.webhooks import DEADLINE_S
 
 
 def test_a_drain_that_left_deliveries_waiting_is_followed_by_another_without_a_new_one() -> None:

@@ -29,13 +29,8 @@ from tests.support import (
     duplicate_keys,
     run_cli,
 )
-from tests.support.webhooks import (
-    ServedReceiver,
-    free_port,
-    inbox_status,
-    sender_done,
-    wait_until,
-)
+from tests.support.waiting import wait_until
+from tests.support.webhooks import ServedReceiver, free_port, inbox_status, sender_done
 
 # About three minutes: thousands of deliveries, dbt at the end. The waits for the sender and the
 # receiver are bounds, not figures under test: on a busy 2-core CI runner the sender needed over

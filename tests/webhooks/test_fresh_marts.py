@@ -12,7 +12,8 @@ import pytest
 
 from sandbox import RunningSandbox
 from tests.support import SandboxFactory, cli_env, client_for, describe, run_cli
-from tests.support.webhooks import ServedReceiver, free_port, wait_until
+from tests.support.waiting import wait_until
+from tests.support.webhooks import ServedReceiver, free_port
 
 pytestmark = pytest.mark.slow  # drains with a build after each
 

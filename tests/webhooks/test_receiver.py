@@ -16,13 +16,13 @@ import httpx
 import orjson
 import pytest
 
+from tests.support.waiting import wait_until
 from tests.support.webhooks import (
     ServedReceiver,
     delivery,
     free_port,
     inbox_status,
     subscribed_receiver,
-    wait_until,
 )
 
 SECRET = "whsec_receiver_test_secret"

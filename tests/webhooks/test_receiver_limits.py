@@ -15,13 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.waiting import wait_until
 from tests.support.webhooks import (
     ServedReceiver,
     delivery,
     free_port,
     inbox_status,
     subscribed_receiver,
-    wait_until,
 )
 
 SECRET = "whsec_limits_test_secret"
