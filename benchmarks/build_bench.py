@@ -10,6 +10,7 @@ its nodes, then the medians of the builds after the first.
 
     uv run python -m benchmarks.build_bench                   # 200 shipments, 4 builds
     uv run python -m benchmarks.build_bench --shipments 1000 --builds 6
+    uv run python -m benchmarks.build_bench --threads 4       # dbt's threads (SIGNING_DBT_THREADS)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shipments", type=int, default=200)
     parser.add_argument("--builds", type=int, default=4)
+    parser.add_argument("--threads", type=int, help="dbt's threads; default: the profile's")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="signing-build-"))
     config = SandboxConfig(
@@ -51,6 +53,8 @@ def main() -> None:
         with RunningSandbox(config) as running:
             env = cli_environment(running.base_url, running.api_key)
             env["SIGNING_DBT_PARSE_CACHE"] = str(workdir / "parse-cache")
+            if args.threads:
+                env["SIGNING_DBT_THREADS"] = str(args.threads)
             loaded = workdir / "loaded.duckdb"
             seconds = timed_cli_load(loaded, env, "--no-models")
             print(f"load without models: {seconds:.1f} s", flush=True)

@@ -619,3 +619,5 @@ def test_dbt_writes_its_target_and_logs_beside_the_warehouse(
     assert dbt_dir_for(warehouse) == work
     assert (work / "target" / "manifest.json").is_file()
     assert (work / "logs" / "dbt.log").is_file()
+    # One thread on DuckDB unless SIGNING_DBT_THREADS says otherwise (docs/design.md)
+    assert "Concurrency: 1 threads" in (work / "logs" / "dbt.log").read_text()
