@@ -10,12 +10,18 @@ what a tier holds (docs/development.md).
     uv run python -m benchmarks.suite_cpu                          # the whole suite
     uv run python -m benchmarks.suite_cpu -- -m "not slow"         # the quick tier
     uv run python -m benchmarks.suite_cpu --log cpu.tsv --only-sum  # sum up an earlier log
+    uv run python -m benchmarks.suite_cpu --save-module-seconds tests/module_seconds.json
+
+The last writes each module's wall seconds, the order the suite starts its modules in
+(`tests/support/ordering.py`); write it from a whole run, after adding or changing a costly
+module.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import subprocess
 import sys
@@ -136,11 +142,22 @@ def summary(path: Path, shown: int = SHOWN) -> str:
     )
 
 
+def save_module_seconds(log: Path, path: Path) -> None:
+    """Each module's wall seconds (its tests' phases summed) in `log`, as JSON in `path`."""
+    modules = grouped(read_log(log), by_module=True)
+    seconds = {name: round(cost.wall, 1) for name, cost in sorted(modules.items())}
+    path.write_text(json.dumps(seconds, indent=1) + "\n", encoding="utf-8")
+    print(f"{len(seconds)} modules' wall seconds written to {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log", type=Path, help="the log file (a temporary one by default)")
     parser.add_argument("--only-sum", action="store_true", help="sum up --log; run nothing")
     parser.add_argument("--rows", type=int, default=SHOWN, help="rows per table")
+    parser.add_argument(
+        "--save-module-seconds", type=Path, help="write each module's wall seconds here (JSON)"
+    )
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest's arguments")
     args = parser.parse_args()
     if args.only_sum:
@@ -148,6 +165,8 @@ def main() -> None:
             parser.error("--only-sum needs --log naming an existing file")
         try:
             print(summary(args.log, args.rows))
+            if args.save_module_seconds:
+                save_module_seconds(args.log, args.save_module_seconds)
         except ValueError as error:
             parser.error(str(error))
         return
@@ -162,6 +181,8 @@ def main() -> None:
     print(f"\npytest exited {ran.returncode} after {time.monotonic() - started:.0f} s; log: {log}")
     if log.is_file():
         print(summary(log, args.rows))
+        if args.save_module_seconds and ran.returncode == 0:  # a whole run's, not a failed one's
+            save_module_seconds(log, args.save_module_seconds)
     sys.exit(ran.returncode)
 
 

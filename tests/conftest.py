@@ -17,6 +17,7 @@ from sandbox import RunningSandbox, SandboxConfig
 from tests.support import START_MS, SandboxFactory, client_for, cpu_log
 from tests.support.cli import SUITE_CADENCE
 from tests.support.destinations import DESTINATIONS, WarehouseUnderTest, warehouse_under_test
+from tests.support.ordering import longest_first, read_module_seconds
 from tests.support.postgres import PostgresServer, in_ci, missing_server, running_postgres
 from tests.support.redis import RedisServer, missing_redis, running_redis
 
@@ -90,8 +91,11 @@ def api(shared_sandbox: RunningSandbox) -> Iterator[httpx.Client]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """With no PostgreSQL server installed, the tests that use `postgres_server` are skipped
-    with one line (per file) saying how to install it; in CI they run and fail instead."""
+    """The modules in the order they should start, the longest first (`tests/support/ordering.py`;
+    xdist keeps it: `--no-loadscope-reorder`). With no PostgreSQL server installed, the tests
+    that use `postgres_server` are skipped with one line (per file) saying how to install it;
+    in CI they run and fail instead."""
+    items[:] = longest_first(items, read_module_seconds())
     needing = [
         item
         for item in items

@@ -47,6 +47,15 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSa
         yield running, shared_workspaces(tmp_path_factory, configs).warehouse
 
 
+@pytest.fixture(scope="module")
+def report(loaded: tuple[RunningSandbox, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The second workspace's report, written once: each period's test only reads it (one
+    page of its own each), and a notebook run costs seconds."""
+    running, warehouse = loaded
+    folder = tmp_path_factory.mktemp("reports")
+    return write_report(warehouse, folder, running.stores[1].workspace.id)
+
+
 def _hours(hours: float) -> str:
     """Hours as the page writes them (minutes, hours or days)."""
     if hours < 1:
@@ -70,13 +79,12 @@ def _metric(warehouse: Path, workspace: str, start: date | None, end: date | Non
 
 @pytest.mark.parametrize("period", ["30", "90", "all"])
 def test_every_number_of_the_tiles_and_sentences_is_the_metric_for_that_period(
-    loaded: tuple[RunningSandbox, Path], tmp_path: Path, period: str
+    loaded: tuple[RunningSandbox, Path], report: Path, period: str
 ) -> None:
     running, warehouse = loaded
     store = running.stores[1]
     workspace = store.workspace.id
-    path = write_report(warehouse, tmp_path / "reports", workspace)
-    with offline_page(path) as (page, refused):
+    with offline_page(report) as (page, refused):
         page.select_option("#period", period)
         first = date.fromisoformat(page.input_value("#from"))
         last = date.fromisoformat(page.input_value("#to"))

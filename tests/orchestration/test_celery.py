@@ -27,6 +27,7 @@ from pipelines.warehouse import WAREHOUSE_VARIABLE
 from sandbox import RunningSandbox, SandboxConfig
 from sources.signing import RESOURCES
 from tests.support import START_MS, workspaces_env
+from tests.support.built import done_once
 from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.redis import RedisServer
 from tests.support.truth import postgres_differences
@@ -163,7 +164,9 @@ def deployment(
     (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
     with dg.DagsterInstance.from_config(str(home)) as instance:  # its storage made once, first
         instance.get_run_records(limit=1)
-    prepare(dbt_project(), force=True)  # the models' manifest, before the workers read it
+    # The manifest of the models as they are now, before anything reads it: one `dbt parse`
+    # a session (test_dagster and test_celery write the same file).
+    done_once(tmp_path_factory, "dagster manifest", lambda: prepare(dbt_project(), force=True))
     config = SandboxConfig(seed=47, shipments=60, start_ms=START_MS, limits_enabled=False)
     with RunningSandbox(*config.workspaces(len(WORKSPACES))) as running:
         env = environment(running, database, redis_server, folder)

@@ -54,6 +54,7 @@ from tests.support import (
     status_document,
     workspaces_env,
 )
+from tests.support.built import done_once
 
 pytestmark = pytest.mark.slow  # Dagster materializations, with loads and builds
 
@@ -133,7 +134,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     """Every asset materialized once: alpha's raw tables, then beta's with the models."""
     configs = colliding_workspaces(seed=31, shipments=60)
     with RunningSandbox(*configs) as running, configured(environment(running)):
-        prepare(dbt_project(), force=True)  # the manifest of the models as they are now
+        # The manifest of the models as they are now, before anything reads it: one `dbt parse`
+        # a session (test_dagster and test_celery write the same file).
+        done_once(tmp_path_factory, "dagster manifest", lambda: prepare(dbt_project(), force=True))
         warehouse = tmp_path_factory.mktemp("dagster") / "signing.duckdb"
         deployment = Deployment(
             running,

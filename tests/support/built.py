@@ -48,6 +48,19 @@ def copied_warehouse(folder: Path, into: Path) -> Path:
     return into / "signing.duckdb"
 
 
+def done_once(factory: pytest.TempPathFactory, recipe: str, do: Callable[[], None]) -> None:
+    """Call `do` the first time this session asks for `recipe`, under the lock every xdist
+    worker shares; a later ask waits until it is done and does nothing (two modules writing
+    one file at once would each read the other's half-written one)."""
+    folder = session_folder(factory) / "done-once"
+    folder.mkdir(exist_ok=True)
+    name = hashlib.sha256(recipe.encode()).hexdigest()[:16]
+    with _locked(folder / f"{name}.lock"):
+        if not (folder / name).exists():
+            do()
+            (folder / name).touch()
+
+
 def made_once(
     factory: pytest.TempPathFactory,
     recipe: str,

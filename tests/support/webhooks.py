@@ -47,7 +47,8 @@ def sender_done(running: RunningSandbox, deadline_s: float = DEADLINE_S) -> dict
         return bool(counts["waiting"] == 0 and counts["sending"] == 0)
 
     try:
-        wait_until(idle, deadline_s, "the sender to finish its deliveries")
+        # each look fetches the whole record (thousands of deliveries under faults)
+        wait_until(idle, deadline_s, "the sender to finish its deliveries", poll_at_most_s=0.5)
     except AssertionError as late:  # what was still under way says why
         raise AssertionError(f"{late}; its last counts: {last}") from None
     return record(running)

@@ -114,7 +114,8 @@ def _run_through_faults(
     def inbox_empty() -> bool:
         return bool(inbox_status(folder, warehouse, env)["default"]["waiting"] == 0)
 
-    wait_until(inbox_empty, SETTLE_S, "the receiver to drain its inbox")
+    # Each look is a `webhooks status` command: once a second is enough for a wait this long.
+    wait_until(inbox_empty, SETTLE_S, "the receiver to drain its inbox", poll_at_most_s=1.0)
     receiver.stop()
     outputs.append(receiver.log())
     cli("load", "--duckdb", str(warehouse))  # the reconciling poll, then the models
