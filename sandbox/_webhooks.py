@@ -306,6 +306,17 @@ class WebhookDispatcher:
                 status, outcome = None, "timeout"
             except httpx.TransportError as error:
                 status, outcome = None, f"network error: {type(error).__name__}"
+            except asyncio.CancelledError:
+                if self._loop is None:  # the sender is stopping: cancelled by `stop`
+                    raise
+                # A cancellation the sender never asked for, let out of the HTTP client's own
+                # time-out. A delivery was seen once "sending" for good with no attempt
+                # recorded (Python 3.11.2, a busy machine, the receiver killed and started
+                # again): something other than httpx's errors had ended its task. Now the
+                # attempt fails and the delivery goes on with its retries.
+                status, outcome = None, "network error: CancelledError"
+            except Exception as error:  # any other failure is the one attempt's, as above
+                status, outcome = None, f"network error: {type(error).__name__}"
         attempt = Attempt(sent_at, timestamp, status, outcome)
         delivery.attempts.append(attempt)
         self.attempts[store.workspace.id] += 1

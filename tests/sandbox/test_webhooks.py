@@ -5,6 +5,7 @@ faults included, is compared with what arrived."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import itertools
@@ -334,6 +335,37 @@ def test_retryable_failures_are_retried_with_the_same_delivery_id(
     assert state["failure_count"] == 2
     assert state["is_active"] is True
     assert stays(lambda: len(receiver.received) == 3)
+
+
+@pytest.mark.parametrize("unexpected", [RuntimeError("odd"), asyncio.CancelledError()])
+def test_an_attempt_that_fails_unexpectedly_is_retried_not_left_sending(
+    api: httpx.Client,
+    receivers: Callable[..., Receiver],
+    running: RunningSandbox,
+    monkeypatch: pytest.MonkeyPatch,
+    unexpected: BaseException,
+) -> None:
+    """An attempt the HTTP client ends with something other than its own errors (a stray
+    cancellation, say) is a failed attempt: the delivery is retried, not stranded as sending."""
+    post = httpx.AsyncClient.post
+    raised: list[BaseException] = []
+
+    async def fails_once(client: httpx.AsyncClient, *args: Any, **kwargs: Any) -> httpx.Response:
+        if not raised:
+            raised.append(unexpected)
+            raise unexpected
+        return await post(client, *args, **kwargs)
+
+    monkeypatch.setattr(httpx.AsyncClient, "post", fails_once)
+    receiver = receivers()
+    subscribe(api, "shipment.sent", receiver.url())
+    send_shipment(api)
+    [arrived] = receiver.wait_for(1)
+    [delivery] = settled(running, 1)["deliveries"]
+    assert delivery["state"] == "delivered"
+    outcomes = [attempt["outcome"] for attempt in delivery["attempts"]]
+    assert outcomes == [f"network error: {type(unexpected).__name__}", "200"]
+    assert arrived.headers["x-service-delivery"] == delivery["delivery_id"]
 
 
 def test_persistent_5xx_gets_five_retries_with_growing_delays(
