@@ -4,14 +4,24 @@ process does, and a command that hangs is ended at its timeout, its process with
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support import SandboxFactory, cli_env, describe, load_args, run_fresh_cli
+from tests.support import (
+    SandboxFactory,
+    cli_env,
+    describe,
+    differences,
+    finish,
+    load_args,
+    run_fresh_cli,
+)
 from tests.support.forked_cli import forked_cli
+from tests.support.sandboxes import held_now, holding
 from tests.support.waiting import wait_until
 from tests.support.webhooks import free_port
 
@@ -105,3 +115,30 @@ def test_a_forked_load_leaves_the_files_a_fresh_one_does(
     assert "signing.duckdb" in files["forked"], files["forked"]
     assert not [name for name in files["forked"] if name.endswith(".wal")], files["forked"]
     assert files["forked"] == files["fresh"]
+
+
+def test_commands_run_side_by_side_and_in_the_background(
+    tmp_path: Path, make_sandbox: SandboxFactory
+) -> None:
+    """Two loads started in the background are children of the one forking process and run
+    at once: the sandbox holds a request of each, part-way through, before either ends. Let
+    go, each ends with its own exit code and output, read as `subprocess.Popen` gives them."""
+    running = make_sandbox(seed=5, shipments=20, limits_enabled=False)
+    workspace_id = running.store.workspace.id
+    env = cli_env(running)
+    with forked_cli(tmp_path, env) as cli:
+        with holding(running, workspace_id, after=2):
+            started = [cli.start(load_args(tmp_path / f"{name}.duckdb")) for name in ("one", "two")]
+            for process in started:
+                assert os.getpgid(process.pid) == cli.process_group
+            wait_until(
+                lambda: (
+                    held_now(running, workspace_id) == 2 and all(p.poll() is None for p in started)
+                ),
+                60,
+                "a request of each load to be held",
+            )
+        ended = [finish(process, 120) for process in started]
+    for done, name in zip(ended, ("one", "two"), strict=True):
+        assert done.returncode == 0, describe(done)
+        assert differences(tmp_path / f"{name}.duckdb", running.store) == {}

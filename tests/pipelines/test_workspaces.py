@@ -46,7 +46,7 @@ from tests.support import (
     load_args,
     new_key,
     run_cli,
-    start_cli,
+    start_fresh_cli,
     status_document,
     workspaces_env,
 )
@@ -329,7 +329,7 @@ def test_the_configuration_the_sandbox_prints_loads_each_of_its_workspaces(
 ) -> None:
     """Named workspaces in `.dlt/secrets.toml`, as a user with three keys writes them."""
     args = ["sandbox", "--port", "0", "--workspaces", "3", "--shipments", "40", "--no-limits"]
-    process = start_cli(args, cwd=tmp_path, env=cli_env(None))
+    process = start_fresh_cli(args, cwd=tmp_path, env=cli_env(None))  # read as it prints
     try:
         printed = _printed_until(process, "OpenAPI document")
         start = next(i for i, line in enumerate(printed) if line.strip() == "[sources.signing]")

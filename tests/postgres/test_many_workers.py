@@ -7,7 +7,6 @@ merge; and a worker with an empty folder continues incrementally from the databa
 from __future__ import annotations
 
 import socket
-import subprocess
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from sandbox import RunningSandbox, SandboxConfig
 from tests.support import (
     POSTGRES_LOAD,
     START_MS,
+    Background,
     advance_every_workspace,
     cli_env,
     describe,
@@ -88,7 +88,7 @@ class Team:
             )
             assert twice == [(0,)], table
 
-    def wait_for_a_queued_lock(self, process: subprocess.Popen[str]) -> None:
+    def wait_for_a_queued_lock(self, process: Background) -> None:
         """Block until a session of the database waits for an advisory lock (a run queued
         behind another's), while `process` is alive."""
 

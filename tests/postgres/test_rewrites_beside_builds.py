@@ -9,7 +9,6 @@ alone, for as long as it checks; the truth is what the warehouse records meanwhi
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -21,7 +20,16 @@ import pytest
 from pipelines.warehouse import DATASET
 from pipelines.warehouse._advisory import _halves, models_key
 from sandbox import RunningSandbox, SandboxConfig
-from tests.support import POSTGRES_LOAD, START_MS, cli_env, describe, finish, run_cli, start_cli
+from tests.support import (
+    POSTGRES_LOAD,
+    START_MS,
+    Background,
+    cli_env,
+    describe,
+    finish,
+    run_cli,
+    start_cli,
+)
 from tests.support.postgres import PostgresDatabase, PostgresServer
 from tests.support.privacy import KEEP_WITH_KEY, MINIMAL
 
@@ -46,7 +54,7 @@ def a_build_running(database: PostgresDatabase) -> Iterator[Any]:
         yield look.cursor()
 
 
-def wait_until_waiting(cursor: Any, command: subprocess.Popen[str]) -> None:
+def wait_until_waiting(cursor: Any, command: Background) -> None:
     """Until `command` waits for the models' lock, or fail if it ends first."""
     halves = _halves(models_key(DATASET))  # as `pg_locks` names the lock
     deadline = time.monotonic() + PATIENCE_SECONDS

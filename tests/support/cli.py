@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sandbox import RunningSandbox
 
@@ -104,38 +104,33 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """`signing-etl ARGS` to the end, in a process of its own with `env` and `cwd` alone, as
     `run_fresh_cli` runs it, but forked from this test process's forking process
-    (`tests/support/forked_cli.py`), so it skips the seconds of importing the CLI and dbt. A
-    command whose environment starts Python differently, or that runs while another of this
-    process's commands does (a test's threads), gets a fresh interpreter instead. Killed and
-    reported if it outlives `timeout` (generous, since a load with its models on a shared,
-    busy machine can take minutes)."""
-    if not _FORKING.acquire(blocking=False):  # another thread's command is running
+    (`tests/support/forked_cli.py`), so it skips the seconds of importing the CLI and dbt;
+    commands from several threads run side by side. A command whose environment starts Python
+    differently gets a fresh interpreter instead. Killed and reported if it outlives `timeout`
+    (generous, since a load with its models on a shared, busy machine can take minutes)."""
+    forker = _forker()
+    if not starts_alike(env, forker.env):
         return run_fresh_cli(args, cwd=cwd, env=env, timeout=timeout)
-    try:
-        forker = _forker()
-        if not starts_alike(env, forker.env):
-            return run_fresh_cli(args, cwd=cwd, env=env, timeout=timeout)
-        return forker.run(args, cwd=cwd, env=env, timeout=timeout)
-    finally:
-        _FORKING.release()
+    return forker.run(args, cwd=cwd, env=env, timeout=timeout)
 
 
-# This process's forking process (one per pytest worker), started by the first `run_cli` and
-# again after a timeout ended it; one command at a time goes through it.
-_FORKING = threading.Lock()
+# This process's forking process (one per pytest worker), started by the first command and
+# again after a timeout ended it.
+_STARTING = threading.Lock()
 _FORKERS: list[ForkedCli] = []
 
 
 def _forker() -> ForkedCli:
     """The forking process, started (or restarted) with this process's environment less
     dlt's settings (every command brings its own folder and environment)."""
-    if not _FORKERS or not _FORKERS[-1].alive:
-        if _FORKERS:
-            _FORKERS[-1].close()  # ended by a timeout: its folder of outputs goes with it
-        else:
-            atexit.register(lambda: _FORKERS[-1].close())
-        _FORKERS.append(ForkedCli(Path(tempfile.gettempdir()), cli_env(None)))
-    return _FORKERS[-1]
+    with _STARTING:
+        if not _FORKERS or not _FORKERS[-1].alive:
+            if _FORKERS:
+                _FORKERS[-1].close()  # ended by a timeout: its folder of outputs goes with it
+            else:
+                atexit.register(lambda: _FORKERS[-1].close())
+            _FORKERS.append(ForkedCli(Path(tempfile.gettempdir()), cli_env(None)))
+        return _FORKERS[-1]
 
 
 def run_fresh_cli(
@@ -154,8 +149,41 @@ def run_fresh_cli(
     )
 
 
-def start_cli(args: Sequence[str], *, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    """`signing-etl ARGS` in the background, its output piped."""
+class Background(Protocol):
+    """A command running in the background, as `start_cli` gives it: `subprocess.Popen`, or
+    the forked `ForkedProcess`, which answers the same."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def args(self) -> Any: ...
+    @property
+    def returncode(self) -> int | Any: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def communicate(
+        self, input: str | None = None, timeout: float | None = None
+    ) -> tuple[str, str]: ...
+    def send_signal(self, sent: int) -> None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+
+def start_cli(args: Sequence[str], *, cwd: Path, env: dict[str, str]) -> Background:
+    """`signing-etl ARGS` in the background, forked as `run_cli` forks a command (its streams
+    read by `communicate` once it ended); a fresh interpreter when `env` starts Python
+    differently."""
+    forker = _forker()
+    if not starts_alike(env, forker.env):
+        return start_fresh_cli(args, cwd=cwd, env=env)
+    return forker.start(args, cwd=cwd, env=env)
+
+
+def start_fresh_cli(
+    args: Sequence[str], *, cwd: Path, env: dict[str, str]
+) -> subprocess.Popen[str]:
+    """`signing-etl ARGS` in the background in a fresh interpreter, its output piped: for a
+    test that reads what it prints while it runs."""
     return subprocess.Popen(
         [sys.executable, "-m", "pipelines.cli", *args],
         cwd=cwd,
@@ -202,7 +230,7 @@ def status_document(warehouse: Path, *, cwd: Path, env: dict[str, str]) -> dict[
     return document
 
 
-def wait_for_requests(running: RunningSandbox, count: int, process: subprocess.Popen[str]) -> None:
+def wait_for_requests(running: RunningSandbox, count: int, process: Background) -> None:
     """Block until the sandbox has answered `count` requests (the load is under way)."""
     deadline = time.monotonic() + 120
     while served(running) < count:
@@ -211,8 +239,6 @@ def wait_for_requests(running: RunningSandbox, count: int, process: subprocess.P
         time.sleep(0.05)
 
 
-def finish(
-    process: subprocess.Popen[str], timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
+def finish(process: Background, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     stdout, stderr = process.communicate(timeout=timeout)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

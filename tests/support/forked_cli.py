@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,12 +66,14 @@ DBT_SCHEMAS = (
     ("dbt.task.test", "TestResultData"),
 )
 
-# The forking process: reads one request a line ({"args", "cwd", "env", "stdout", "stderr"}),
-# answers each with the child's wait status. Single-threaded (checked), so forking it is safe.
-# It, too, ends without a teardown once its input ends: its frozen heap would only be freed
-# (and DuckDB's bindings would report what the freeze kept as leaks).
+# The forking process: reads one request a line ({"id", "args", "cwd", "env", "stdout",
+# "stderr"}), forks a child for it and answers at once `started ID PID`, then `ended PID STATUS`
+# (the wait status) when that child ends; children run side by side, each watched through a
+# pidfd. Single-threaded (checked), so forking it is safe. It, too, ends without a teardown once
+# its input ends: its frozen heap would only be freed (and DuckDB's bindings would report what
+# the freeze kept as leaks).
 _FORKER = """
-import atexit, gc, importlib, json, os, sys, threading, time
+import atexit, gc, importlib, json, os, selectors, sys, threading, time
 SCHEMAS = json.loads(sys.argv[1])
 for module in sys.argv[2:]:
     importlib.import_module(module)
@@ -82,43 +84,70 @@ if threading.active_count() != 1:
     sys.exit("importing the CLI started threads: forking would not be safe")
 gc.collect()
 gc.freeze()
-replies = sys.stdout
-for line in sys.stdin:
-    request = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        os.chdir(request["cwd"])
-        if request["env"] is not None:
-            os.environ.clear()
-            os.environ.update(request["env"])
-            time.tzset()
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
-        sys.stdin = open(0, closefd=False)
-        sys.argv = [pipelines.cli.__file__, *request["args"]]
-        try:
-            pipelines.cli.run()
-            code = 0
-        except SystemExit as stop:
-            code = stop.code
-        except BaseException:
-            sys.excepthook(*sys.exc_info())
-            code = 1
-        if code is None:
-            code = 0
-        elif not isinstance(code, int):
-            print(code, file=sys.stderr)
-            code = 1
-        threading._shutdown()
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code & 0xFF)
-    _, status = os.waitpid(pid, 0)
-    replies.write(f"{status}\\n")
-    replies.flush()
-os._exit(0)
+
+def child(request, watching, children):
+    watching.close()
+    for watched in children:
+        os.close(watched)
+    os.chdir(request["cwd"])
+    if request["env"] is not None:
+        os.environ.clear()
+        os.environ.update(request["env"])
+        time.tzset()
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+    sys.stdin = open(0, closefd=False)
+    sys.argv = [pipelines.cli.__file__, *request["args"]]
+    try:
+        pipelines.cli.run()
+        code = 0
+    except SystemExit as stop:
+        code = stop.code
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code & 0xFF)
+
+def reply(line):
+    os.write(1, (line + "\\n").encode())
+
+watching = selectors.DefaultSelector()
+watching.register(0, selectors.EVENT_READ)
+children = {}  # pidfd: pid
+pending = b""
+while True:
+    for key, _ in watching.select():
+        if key.fd != 0:
+            pid = children.pop(key.fd)
+            watching.unregister(key.fd)
+            os.close(key.fd)
+            _, status = os.waitpid(pid, 0)
+            reply(f"ended {pid} {status}")
+            continue
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            os._exit(0)
+        pending += chunk
+        while b"\\n" in pending:
+            line, pending = pending.split(b"\\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                child(request, watching, children)
+            watched = os.pidfd_open(pid)
+            children[watched] = pid
+            watching.register(watched, selectors.EVENT_READ)
+            reply(f"started {request['id']} {pid}")
 """
 
 
@@ -134,9 +163,52 @@ def starts_alike(env: Mapping[str, str], other: Mapping[str, str]) -> bool:
     return all(env.get(name) == other.get(name) for name in names)
 
 
+class ForkedProcess:
+    """A command forked in the background (`ForkedCli.start`), used as `subprocess.Popen` is:
+    its pid to signal, `poll`, `wait`, and `communicate` for both streams once it ended."""
+
+    def __init__(self, cli: ForkedCli, pid: int, args: Sequence[str], out: Path, err: Path) -> None:
+        self.args = [sys.executable, "-m", "pipelines.cli", *args]
+        self.pid = pid
+        self._cli = cli
+        self._out, self._err = out, err
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code as `subprocess` reports it (-N for signal N), None while it runs."""
+        return self._cli.exit_code(self.pid)
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._cli.wait_for(self.pid, timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        return code
+
+    def communicate(
+        self, input: str | None = None, timeout: float | None = None
+    ) -> tuple[str, str]:
+        assert input is None, "a forked command reads no input"
+        self.wait(timeout)
+        return self._out.read_text(encoding="utf-8"), self._err.read_text(encoding="utf-8")
+
+    def send_signal(self, sent: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sent)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 class ForkedCli:
     """One forking process (see the module) for commands in `cwd` with the environment `env`
-    (a command may bring its own folder and environment)."""
+    (a command may bring its own folder and environment). Commands may run side by side, from
+    any thread: each is a child of the forking process, and a thread here reads its replies."""
 
     def __init__(self, cwd: Path, env: dict[str, str]) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="forked-cli-"))
@@ -152,6 +224,22 @@ class ForkedCli:
             start_new_session=True,  # its children are its group: a hung one is ended with it
         )
         self._count = 0
+        self._sending = threading.Lock()
+        self._replied = threading.Condition()
+        self._started: dict[int, int] = {}  # request: the child's pid
+        self._ended: dict[int, int] = {}  # the child's pid: its wait status
+        self._reading = threading.Thread(target=self._read_replies, daemon=True)
+        self._reading.start()
+
+    def _read_replies(self) -> None:
+        assert self._forker.stdout is not None
+        for line in self._forker.stdout:
+            kind, key, value = line.split()
+            with self._replied:
+                (self._started if kind == "started" else self._ended)[int(key)] = int(value)
+                self._replied.notify_all()
+        with self._replied:
+            self._replied.notify_all()  # the forking process ended: nothing more will come
 
     @property
     def process_group(self) -> int:
@@ -162,6 +250,53 @@ class ForkedCli:
     def alive(self) -> bool:
         """Whether the forking process still takes commands (a timeout ends it)."""
         return self._forker.poll() is None
+
+    def exit_code(self, pid: int) -> int | None:
+        """The exit code of the child `pid`, as `subprocess` reports it; None while it runs."""
+        with self._replied:
+            status = self._ended.get(pid)
+        return None if status is None else os.waitstatus_to_exitcode(status)
+
+    def wait_for(self, pid: int, timeout: float | None) -> int | None:
+        """The exit code of the child `pid` once it ended; None if `timeout` passed first."""
+        with self._replied:
+            self._replied.wait_for(lambda: pid in self._ended or not self.alive, timeout)
+            assert pid in self._ended or self.alive, (
+                f"the forking process ended (exit {self._forker.poll()})"
+            )
+        return self.exit_code(pid)
+
+    def start(
+        self,
+        args: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ForkedProcess:
+        """`signing-etl ARGS` in the background, as `run` runs it; its streams go to files
+        that `communicate` reads once it ended."""
+        assert self._forker.stdin is not None
+        if env is not None and not starts_alike(env, self.env):
+            raise ValueError("env differs from the forking process's in what starts Python")
+        with self._sending:
+            self._count += 1
+            number = self._count
+            out, err = (self._folder / f"{number}.{name}" for name in ("stdout", "stderr"))
+            request = {
+                "id": number,
+                "args": list(args),
+                "cwd": str(cwd or self._cwd),
+                "env": None if env is None else dict(env),
+                "stdout": str(out),
+                "stderr": str(err),
+            }
+            self._forker.stdin.write(json.dumps(request) + "\n")
+            self._forker.stdin.flush()
+        with self._replied:
+            self._replied.wait_for(lambda: number in self._started or not self.alive, 60)
+            pid = self._started.get(number)
+        assert pid is not None, f"the forking process did not start {args} (alive: {self.alive})"
+        return ForkedProcess(self, pid, args, out, err)
 
     def run(
         self,
@@ -174,41 +309,18 @@ class ForkedCli:
         """`signing-etl ARGS` to the end, as `run_fresh_cli` runs it, in this folder or `cwd`,
         with this environment or `env` (the import reads neither: dlt finds its folder and
         settings when a command first asks). A command that outlives `timeout`, or whose
-        caller is interrupted while it runs, is ended with the forking process; a timeout is
-        reported as `run_fresh_cli` reports it (`subprocess.TimeoutExpired`)."""
-        assert self._forker.stdin is not None
-        assert self._forker.stdout is not None
-        if env is not None and not starts_alike(env, self.env):
-            raise ValueError("env differs from the forking process's in what starts Python")
-        self._count += 1
-        out, err = (self._folder / f"{self._count}.{name}" for name in ("stdout", "stderr"))
-        request = {
-            "args": list(args),
-            "cwd": str(cwd or self._cwd),
-            "env": None if env is None else dict(env),
-            "stdout": str(out),
-            "stderr": str(err),
-        }
-        self._forker.stdin.write(json.dumps(request) + "\n")
-        self._forker.stdin.flush()
+        caller is interrupted while it runs, is ended with the forking process (and any other
+        command it runs); a timeout is reported as `run_fresh_cli` reports it
+        (`subprocess.TimeoutExpired`)."""
+        process = self.start(args, cwd=cwd, env=env)
         try:
-            with selectors.DefaultSelector() as waiting:
-                waiting.register(self._forker.stdout, selectors.EVENT_READ)
-                if not waiting.select(timeout):
-                    raise subprocess.TimeoutExpired(["signing-etl", *args], timeout)
-        except BaseException:  # a timeout, or the test's own (pytest-timeout, ^C): no reply left
+            stdout, stderr = process.communicate(timeout=timeout)
+        except BaseException:  # a timeout, or the test's own (pytest-timeout, ^C)
             os.killpg(self.process_group, signal.SIGKILL)
             self._forker.wait()
             raise
-        reply = self._forker.stdout.readline()
-        assert reply, f"the forking process ended (exit {self._forker.wait()})"
-        code = os.waitstatus_to_exitcode(int(reply))  # as subprocess reports it
-        return subprocess.CompletedProcess(
-            [sys.executable, "-m", "pipelines.cli", *args],
-            code,
-            out.read_text(encoding="utf-8"),
-            err.read_text(encoding="utf-8"),
-        )
+        assert process.returncode is not None
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
     def close(self) -> None:
         """End the forking process (it exits when its input ends)."""
@@ -216,6 +328,7 @@ class ForkedCli:
             self._forker.stdin.close()
         if self.alive:
             self._forker.wait(timeout=30)
+        self._reading.join(timeout=30)
         if self._forker.stdout is not None:
             self._forker.stdout.close()
         shutil.rmtree(self._folder, ignore_errors=True)
