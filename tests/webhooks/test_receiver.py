@@ -139,30 +139,37 @@ def _signed_as(payload: dict[str, Any], secret: str = SECRET, **change: Any) -> 
     return {"payload": {**payload, **change}, "secret": secret}
 
 
-NOW = int(time.time())
-REFUSALS: dict[str, tuple[int, str, dict[str, Any]]] = {
-    "wrong secret": (401, "bad_signature", {"secret": "whsec_forged"}),
-    "body changed after signing": (401, "bad_signature", _body_changed(shipment_sent())),
-    "no signature": (401, "no_signature", {"headers": {"X-Service-Signature": ""}}),
-    "another timestamp than signed": (
-        401,
-        "bad_signature",
-        {"headers": {"X-Service-Timestamp": str(NOW + 1)}},
-    ),
-    "ten minutes old": (400, "stale", {"timestamp": NOW - 600}),
-    "ten minutes ahead": (400, "stale", {"timestamp": NOW + 600}),
-    "another workspace": (400, "other_workspace", _signed_as(shipment_sent(), workspace_id="ws_x")),
-    "no shipment id": (400, "malformed", _signed_as(shipment_sent(), shipment={"status": "x"})),
-    "a delivery id with a space": (400, "bad_delivery_id", {"delivery_id": "dlv 1"}),
-    "too large": (413, "too_large", _signed_as(shipment_sent(), padding="x" * 5000)),
-}
+def refusals(now: int) -> dict[str, tuple[int, str, dict[str, Any]]]:
+    """Each refused case: its status, its reason and how its delivery is made, with times
+    counted from `now`, taken as the test sends it (a time taken at import would be minutes
+    old by then, and "ten minutes ahead" no longer ahead by more than the receiver allows)."""
+    return {
+        "wrong secret": (401, "bad_signature", {"secret": "whsec_forged"}),
+        "body changed after signing": (401, "bad_signature", _body_changed(shipment_sent())),
+        "no signature": (401, "no_signature", {"headers": {"X-Service-Signature": ""}}),
+        "another timestamp than signed": (
+            401,
+            "bad_signature",
+            {"headers": {"X-Service-Timestamp": str(now + 1)}},
+        ),
+        "ten minutes old": (400, "stale", {"timestamp": now - 600}),
+        "ten minutes ahead": (400, "stale", {"timestamp": now + 600}),
+        "another workspace": (
+            400,
+            "other_workspace",
+            _signed_as(shipment_sent(), workspace_id="ws_x"),
+        ),
+        "no shipment id": (400, "malformed", _signed_as(shipment_sent(), shipment={"status": "x"})),
+        "a delivery id with a space": (400, "bad_delivery_id", {"delivery_id": "dlv 1"}),
+        "too large": (413, "too_large", _signed_as(shipment_sent(), padding="x" * 5000)),
+    }
 
 
-@pytest.mark.parametrize("case", list(REFUSALS))
+@pytest.mark.parametrize("case", list(refusals(0)))
 def test_a_delivery_that_does_not_verify_is_refused_counted_and_not_kept(
     served: Served, case: str
 ) -> None:
-    status, reason, how = REFUSALS[case]
+    status, reason, how = refusals(int(time.time()))[case]
     delivery_id = how.get("delivery_id", f"dlv_refused_{abs(hash(case))}")
     before = served.counts()
     answer = delivery(
