@@ -67,11 +67,13 @@ DBT_SCHEMAS = (
 )
 
 # The forking process: reads one request a line ({"id", "args", "cwd", "env", "stdout",
-# "stderr"}), forks a child for it and answers at once `started ID PID`, then `ended PID STATUS`
+# "stderr"}), forks a child for it and answers at once `started ID PID`, then `ended ID STATUS`
 # (the wait status) when that child ends; children run side by side, each watched through a
-# pidfd. Single-threaded (checked), so forking it is safe. It, too, ends without a teardown once
-# its input ends: its frozen heap would only be freed (and DuckDB's bindings would report what
-# the freeze kept as leaks).
+# pidfd. Replies name the request, not the pid: pids come round again within a run of the
+# suite (`pid_max` is 32768 here), and an old child's status must never answer for a new one.
+# Single-threaded (checked), so forking it is safe. It, too, ends without a teardown once its
+# input ends: its frozen heap would only be freed (and DuckDB's bindings would report what the
+# freeze kept as leaks).
 _FORKER = """
 import atexit, gc, importlib, json, os, selectors, sys, threading, time
 SCHEMAS = json.loads(sys.argv[1])
@@ -123,16 +125,16 @@ def reply(line):
 
 watching = selectors.DefaultSelector()
 watching.register(0, selectors.EVENT_READ)
-children = {}  # pidfd: pid
+children = {}  # pidfd: (pid, request id)
 pending = b""
 while True:
     for key, _ in watching.select():
         if key.fd != 0:
-            pid = children.pop(key.fd)
+            pid, number = children.pop(key.fd)
             watching.unregister(key.fd)
             os.close(key.fd)
             _, status = os.waitpid(pid, 0)
-            reply(f"ended {pid} {status}")
+            reply(f"ended {number} {status}")
             continue
         chunk = os.read(0, 1 << 16)
         if not chunk:
@@ -145,7 +147,7 @@ while True:
             if pid == 0:
                 child(request, watching, children)
             watched = os.pidfd_open(pid)
-            children[watched] = pid
+            children[watched] = (pid, request["id"])
             watching.register(watched, selectors.EVENT_READ)
             reply(f"started {request['id']} {pid}")
 """
@@ -167,22 +169,25 @@ class ForkedProcess:
     """A command forked in the background (`ForkedCli.start`), used as `subprocess.Popen` is:
     its pid to signal, `poll`, `wait`, and `communicate` for both streams once it ended."""
 
-    def __init__(self, cli: ForkedCli, pid: int, args: Sequence[str], out: Path, err: Path) -> None:
+    def __init__(
+        self, cli: ForkedCli, number: int, pid: int, args: Sequence[str], out: Path, err: Path
+    ) -> None:
         self.args = [sys.executable, "-m", "pipelines.cli", *args]
         self.pid = pid
+        self._number = number  # the request's: a pid may belong to another child later
         self._cli = cli
         self._out, self._err = out, err
 
     @property
     def returncode(self) -> int | None:
         """The exit code as `subprocess` reports it (-N for signal N), None while it runs."""
-        return self._cli.exit_code(self.pid)
+        return self._cli.exit_code(self._number)
 
     def poll(self) -> int | None:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        code = self._cli.wait_for(self.pid, timeout)
+        code = self._cli.wait_for(self._number, timeout)
         if code is None:
             raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
         return code
@@ -226,8 +231,8 @@ class ForkedCli:
         self._count = 0
         self._sending = threading.Lock()
         self._replied = threading.Condition()
-        self._started: dict[int, int] = {}  # request: the child's pid
-        self._ended: dict[int, int] = {}  # the child's pid: its wait status
+        self._started: dict[int, int] = {}  # request: its child's pid
+        self._ended: dict[int, int] = {}  # request: its child's wait status
         self._reading = threading.Thread(target=self._read_replies, daemon=True)
         self._reading.start()
 
@@ -251,20 +256,22 @@ class ForkedCli:
         """Whether the forking process still takes commands (a timeout ends it)."""
         return self._forker.poll() is None
 
-    def exit_code(self, pid: int) -> int | None:
-        """The exit code of the child `pid`, as `subprocess` reports it; None while it runs."""
+    def exit_code(self, number: int) -> int | None:
+        """The exit code of request `number`'s child, as `subprocess` reports it; None while
+        it runs."""
         with self._replied:
-            status = self._ended.get(pid)
+            status = self._ended.get(number)
         return None if status is None else os.waitstatus_to_exitcode(status)
 
-    def wait_for(self, pid: int, timeout: float | None) -> int | None:
-        """The exit code of the child `pid` once it ended; None if `timeout` passed first."""
+    def wait_for(self, number: int, timeout: float | None) -> int | None:
+        """The exit code of request `number`'s child once it ended; None if `timeout` passed
+        first."""
         with self._replied:
-            self._replied.wait_for(lambda: pid in self._ended or not self.alive, timeout)
-            assert pid in self._ended or self.alive, (
+            self._replied.wait_for(lambda: number in self._ended or not self.alive, timeout)
+            assert number in self._ended or self.alive, (
                 f"the forking process ended (exit {self._forker.poll()})"
             )
-        return self.exit_code(pid)
+        return self.exit_code(number)
 
     def start(
         self,
@@ -296,7 +303,7 @@ class ForkedCli:
             self._replied.wait_for(lambda: number in self._started or not self.alive, 60)
             pid = self._started.get(number)
         assert pid is not None, f"the forking process did not start {args} (alive: {self.alive})"
-        return ForkedProcess(self, pid, args, out, err)
+        return ForkedProcess(self, number, pid, args, out, err)
 
     def run(
         self,
