@@ -26,6 +26,7 @@ changed after it; `run_cli` runs a command whose environment differs there in a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -179,6 +180,16 @@ class ForkedProcess:
         self._out, self._err = out, err
 
     @property
+    def stdout_path(self) -> Path:
+        """Where its stdout goes, written as it runs."""
+        return self._out
+
+    @property
+    def stderr_path(self) -> Path:
+        """Where its stderr goes, written as it runs."""
+        return self._err
+
+    @property
     def returncode(self) -> int | None:
         """The exit code as `subprocess` reports it (-N for signal N), None while it runs."""
         return self._cli.exit_code(self._number)
@@ -200,8 +211,11 @@ class ForkedProcess:
         return self._out.read_text(encoding="utf-8"), self._err.read_text(encoding="utf-8")
 
     def send_signal(self, sent: int) -> None:
+        """Signal it, unless it ended: as `Popen` does, an end not heard of yet (the forking
+        process reaped it a moment ago) is no error."""
         if self.poll() is None:
-            os.kill(self.pid, sent)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sent)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
