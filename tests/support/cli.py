@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -167,6 +167,12 @@ class Background(Protocol):
     def send_signal(self, sent: int) -> None: ...
     def terminate(self) -> None: ...
     def kill(self) -> None: ...
+
+
+def forks(env: Mapping[str, str]) -> bool:
+    """Whether a command with `env` is forked (`run_cli`, `start_cli`): unless it starts
+    Python differently from the forking process."""
+    return starts_alike(env, _forker().env)
 
 
 def start_cli(args: Sequence[str], *, cwd: Path, env: dict[str, str]) -> Background:

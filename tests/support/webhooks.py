@@ -20,7 +20,8 @@ import orjson
 from pipelines.webhooks.secrets_file import SecretsFile, StoredSubscription, WorkspaceSecrets
 from sandbox import RunningSandbox, signature
 
-from .cli import cli_env, run_cli
+from .cli import Background, cli_env, forks, run_cli, start_cli
+from .forked_cli import ForkedProcess
 from .sandboxes import admin
 from .waiting import wait_until
 
@@ -90,8 +91,9 @@ def delivery(
 
 
 class ServedReceiver:
-    """`signing-etl webhooks serve` in the background, as a user runs it: stdout read for its
-    URL lines, stderr kept in a file (its log)."""
+    """`signing-etl webhooks serve` in the background, as a user runs it: its URL lines read
+    from stdout, stderr kept in a file (its log). Forked as `start_cli` forks a command, or a
+    fresh interpreter when it needs a lower `ulimit -n` than this process's."""
 
     def __init__(
         self,
@@ -106,15 +108,21 @@ class ServedReceiver:
         self.args = ["webhooks", "serve", "--duckdb", str(warehouse), *options]
         self.env = env
         self.logs: list[Path] = []
-        self.process: subprocess.Popen[str] | None = None
+        self.process: Background | None = None
         self._log: IO[str] | None = None
 
     def start(self, workspaces: int = 1) -> list[str]:
         """Start it and return its first `workspaces` lines (one URL per workspace)."""
+        if self.descriptor_limit is None and forks(self.env):
+            forked = start_cli(self.args, cwd=self.folder, env=self.env)
+            assert isinstance(forked, ForkedProcess)
+            self.process = forked
+            self.logs.append(forked.stderr_path)
+            return self._first_lines(forked, workspaces)
         log_path = self.folder / f"receiver-{len(self.logs)}.log"
         self.logs.append(log_path)
         self._log = open(log_path, "w")  # noqa: SIM115 (closed in stop)
-        self.process = subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", "pipelines.cli", *self.args],
             cwd=self.folder,
             env=self.env,
@@ -123,9 +131,26 @@ class ServedReceiver:
             text=True,
             preexec_fn=self._limited if self.descriptor_limit else None,
         )
-        assert self.process.stdout is not None
-        lines = [self.process.stdout.readline().rstrip("\n") for _ in range(workspaces)]
+        self.process = process
+        assert process.stdout is not None
+        lines = [process.stdout.readline().rstrip("\n") for _ in range(workspaces)]
         assert all(lines), f"the receiver printed no URL: {self.log()}"
+        return lines
+
+    def _first_lines(self, process: ForkedProcess, count: int) -> list[str]:
+        """The first `count` lines the forked receiver printed, once it printed them."""
+        lines: list[str] = []
+
+        def printed() -> bool:
+            out = process.stdout_path  # made by the child as it starts
+            text = out.read_text(encoding="utf-8") if out.exists() else ""
+            lines[:] = text.splitlines()[:count]
+            if len(lines) == count and text.count("\n") >= count:
+                return True
+            assert process.poll() is None, f"the receiver printed no URL: {self.log()}"
+            return False
+
+        wait_until(printed, DEADLINE_S, "the receiver's URL lines")
         return lines
 
     def _limited(self) -> None:
@@ -148,6 +173,7 @@ class ServedReceiver:
         code = self.process.wait(timeout=120)
         if self._log is not None:
             self._log.close()
+            self._log = None
         return code
 
     def log(self) -> str:
