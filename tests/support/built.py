@@ -48,17 +48,23 @@ def copied_warehouse(folder: Path, into: Path) -> Path:
     return into / "signing.duckdb"
 
 
+def _key(recipe: str) -> str:
+    """A recipe's file name: its digest (a recipe may hold any text)."""
+    return hashlib.sha256(recipe.encode()).hexdigest()[:16]
+
+
 def done_once(factory: pytest.TempPathFactory, recipe: str, do: Callable[[], None]) -> None:
     """Call `do` the first time this session asks for `recipe`, under the lock every xdist
     worker shares; a later ask waits until it is done and does nothing (two modules writing
-    one file at once would each read the other's half-written one)."""
+    one file at once would each read the other's half-written one). A `do` that failed is
+    tried again by the next ask."""
     folder = session_folder(factory) / "done-once"
     folder.mkdir(exist_ok=True)
-    name = hashlib.sha256(recipe.encode()).hexdigest()[:16]
-    with _locked(folder / f"{name}.lock"):
-        if not (folder / name).exists():
+    done = folder / _key(recipe)
+    with _locked(folder / f"{done.name}.lock"):
+        if not done.exists():
             do()
-            (folder / name).touch()
+            done.touch()
 
 
 def made_once(
@@ -69,17 +75,18 @@ def made_once(
 ) -> Notes:
     """Copy into the folder `into` the folder that `make(folder)` filled (a warehouse file
     and its working folders beside it), calling `make` only the first time this session asks
-    for `recipe`; the notes it returned. `recipe` names everything `make` depends on: two calls
-    with the same recipe must make the same warehouse."""
+    for `recipe` (`done_once`); the notes it returned. `recipe` names everything `make`
+    depends on: two calls with the same recipe must make the same warehouse."""
     cache = session_folder(factory) / "made-once"
     cache.mkdir(exist_ok=True)
-    name = hashlib.sha256(recipe.encode()).hexdigest()[:16]
-    made, notes = cache / name, cache / f"{name}.json"
-    with _locked(cache / f"{name}.lock"):
-        if not notes.exists():
-            shutil.rmtree(made, ignore_errors=True)  # what a maker that failed left
-            made.mkdir()
-            notes.write_text(json.dumps(make(made)))
+    made, notes = cache / _key(recipe), cache / f"{_key(recipe)}.json"
+
+    def make_it() -> None:
+        shutil.rmtree(made, ignore_errors=True)  # what a maker that failed left
+        made.mkdir()
+        notes.write_text(json.dumps(make(made)))
+
+    done_once(factory, f"made once: {recipe}", make_it)
     copied_warehouse(made, into)
     found: Notes = json.loads(notes.read_text())
     return found

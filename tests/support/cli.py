@@ -108,10 +108,9 @@ def run_cli(
     commands from several threads run side by side. A command whose environment starts Python
     differently gets a fresh interpreter instead. Killed and reported if it outlives `timeout`
     (generous, since a load with its models on a shared, busy machine can take minutes)."""
-    forker = _forker()
-    if not starts_alike(env, forker.env):
+    if not forks(env):
         return run_fresh_cli(args, cwd=cwd, env=env, timeout=timeout)
-    return forker.run(args, cwd=cwd, env=env, timeout=timeout)
+    return _forker().run(args, cwd=cwd, env=env, timeout=timeout)
 
 
 # This process's forking process (one per pytest worker), started by the first command and
@@ -179,10 +178,9 @@ def start_cli(args: Sequence[str], *, cwd: Path, env: dict[str, str]) -> Backgro
     """`signing-etl ARGS` in the background, forked as `run_cli` forks a command (its streams
     read by `communicate` once it ended); a fresh interpreter when `env` starts Python
     differently."""
-    forker = _forker()
-    if not starts_alike(env, forker.env):
+    if not forks(env):
         return start_fresh_cli(args, cwd=cwd, env=env)
-    return forker.start(args, cwd=cwd, env=env)
+    return _forker().start(args, cwd=cwd, env=env)
 
 
 def start_fresh_cli(
